@@ -1,0 +1,474 @@
+"""lit_watercolour.grpo against TRL 1.16's own GRPOTrainer code, on identical tensors.
+
+A real (tiny, CPU) GRPOTrainer is built once: a 1-layer Qwen3 with a LoRA adapter, a
+word-level tokenizer of 8 tokens (so end-of-turn is often sampled within 4 tokens). Then:
+- advantages: TRL's `_generate_and_score_completions` runs for real (generation, reward
+  call, its inline advantage code) with a reward function that returns fixed values,
+  None for a missing score; its `advantages` and logged stats are compared with ours;
+- the loss: TRL's `_compute_loss` runs on the trainer with only the model forward
+  (`_get_per_token_logps_and_entropies`) replaced by fixed float64 log-probs, over every
+  loss type x scale_rewards x clipping x beta x truncation x num_iterations;
+- end to end: TRL's `_compute_loss` with its fused LM head on the real model, against our
+  logits -> token_logps_and_entropy -> grpo_loss, comparing parameter gradients;
+- log-probs and entropy: against TRL's `selective_log_softmax` / `entropy_from_logits`
+  and a naive full log_softmax, values and gradients.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+import datasets
+import peft
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+from lit_watercolour.grpo import (
+    group_advantages,
+    grpo_loss,
+    mask_truncated_completions,
+    masked_mean,
+    nanstd,
+    token_logps_and_entropy,
+)
+from lit_watercolour.tiny_models import build_tiny_model
+
+NAN = float("nan")
+G = 4  # num_generations
+TEMPERATURE = 0.8
+LORA_SHIFT = 0.5  # std of the LoRA B weights set after sampling, enough for ratios to clip
+
+# Three groups each: a missing score, a zero-std group, a group with one valid score, an all-missing group.
+REWARD_TABLES = {
+    "mixed": [1.0, 2.0, NAN, 3.0, 0.5, 0.5, 0.5, 0.5, NAN, 0.7, NAN, NAN],
+    "all_missing_group": [0.2, 0.9, 0.4, 0.1, NAN, NAN, NAN, NAN, 0.0, 1.0, 1.0, 0.0],
+}
+
+
+class FixedRewards:
+    """A TRL reward function returning preset values; NaN becomes None (TRL's 'no score')."""
+
+    __name__ = "fixed"
+
+    def __init__(self):
+        self.values: list[float] = []
+
+    def __call__(self, completions, **kwargs):
+        assert len(completions) == len(self.values)
+        return [None if v != v else v for v in self.values]
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    vocab = {"<pad>": 0, "<eos>": 1, **{f"w{i}": i + 2 for i in range(6)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    model = build_tiny_model("qwen3", tokenizer, seed=0, hidden_size=32, num_layers=1)
+    lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0)
+    model = peft.get_peft_model(model, lora)
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("trl")),
+        per_device_train_batch_size=12,
+        num_generations=G,
+        max_completion_length=4,
+        num_iterations=2,  # makes TRL compute old_per_token_logps
+        temperature=TEMPERATURE,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        save_strategy="no",
+    )
+    rewards = FixedRewards()
+    dataset = datasets.Dataset.from_dict({"prompt": ["w0 w1", "w2 w3", "w4 w5"]})
+    tr = GRPOTrainer(model=model, reward_funcs=[rewards], args=args, train_dataset=dataset, processing_class=tokenizer)
+    tr.model.train()
+    tr.fixed_rewards = rewards
+    return tr
+
+
+def configure(monkeypatch, obj, **attrs):
+    for name, value in attrs.items():
+        monkeypatch.setattr(obj, name, value, raising=False)
+
+
+def fresh_metrics(monkeypatch, trainer):
+    configure(monkeypatch, trainer, _metrics={"train": defaultdict(list), "eval": defaultdict(list)})
+    return trainer._metrics["train"]
+
+
+def generate(trainer, rewards: list[float], seed: int = 0) -> dict:
+    trainer.fixed_rewards.values = rewards
+    torch.manual_seed(seed)
+    prompts = ["w0 w1"] * G + ["w2 w3"] * G + ["w4 w5"] * G  # TRL's RepeatSampler order
+    return trainer._generate_and_score_completions([{"prompt": p} for p in prompts])
+
+
+# --- advantages -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", REWARD_TABLES)
+@pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
+def test_advantages_match_trl(trainer, monkeypatch, table, scale_rewards):
+    """TRL's inline advantage code (via _generate_and_score_completions) vs group_advantages."""
+    configure(monkeypatch, trainer, scale_rewards=scale_rewards, beta=0.0, mask_truncated_completions=False)
+    logged = fresh_metrics(monkeypatch, trainer)
+    rewards = torch.tensor(REWARD_TABLES[table])  # float32, as TRL stores rewards
+    out = generate(trainer, REWARD_TABLES[table])
+
+    ours, stats = group_advantages(rewards, G, scale_rewards)
+    torch.testing.assert_close(ours, out["advantages"], atol=1e-6, rtol=0)
+    assert ours[torch.isnan(rewards)].eq(0).all()
+    assert ours.abs().sum() > 0
+    assert stats["reward"].item() == pytest.approx(logged["reward"][0], abs=1e-6)
+    assert stats["reward_std"].item() == pytest.approx(logged["reward_std"][0], abs=1e-6)
+    assert stats["frac_reward_missing"].item() == pytest.approx(torch.isnan(rewards).float().mean().item())
+    if scale_rewards != "batch":  # under "batch" TRL reports whether the batch std is zero instead
+        assert stats["frac_reward_zero_std"].item() == pytest.approx(logged["frac_reward_zero_std"][0])
+    # only "mixed" has a zero-std group (0.5 x4); groups with < 2 scores have std NaN and do not count
+    assert stats["frac_reward_zero_std"].item() == pytest.approx(1 / 3 if table == "mixed" else 0.0)
+
+
+def test_advantages_by_hand():
+    """The rule in words: NaN left out of mean and std, its advantage 0; Bessel std; +1e-4."""
+    rewards = torch.tensor([1.0, 2.0, NAN, 3.0, 5.0, 5.0, 5.0, 5.0], dtype=torch.float64)
+    adv, stats = group_advantages(rewards, 4, "group")
+    std = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).std()  # Bessel: 1.0
+    expected = torch.tensor([-1 / (std + 1e-4), 0, 0, 1 / (std + 1e-4), 0, 0, 0, 0], dtype=torch.float64)
+    torch.testing.assert_close(adv, expected)
+    assert stats["frac_reward_zero_std"].item() == 0.5
+    assert nanstd(torch.tensor([NAN, 2.0])).isnan()  # one value: no std, as TRL
+    with pytest.raises(ValueError):
+        group_advantages(rewards, 3)
+
+
+def test_mask_truncated_matches_trl(trainer, monkeypatch):
+    """TRL's mask_truncated_completions (in _generate_and_score_completions) vs ours."""
+    rewards = REWARD_TABLES["mixed"]
+    configure(monkeypatch, trainer, scale_rewards="group", beta=0.0, mask_truncated_completions=False)
+    plain = generate(trainer, rewards, seed=3)
+    configure(monkeypatch, trainer, mask_truncated_completions=True)
+    masked = generate(trainer, rewards, seed=3)
+    assert torch.equal(plain["completion_ids"], masked["completion_ids"])  # same seed, same samples
+
+    truncated = ~torch.isin(plain["completion_ids"], torch.tensor(trainer.eos_token_ids)).any(1)
+    assert 0 < truncated.sum() < len(truncated)  # both kinds present, or the test shows nothing
+    ours = mask_truncated_completions(plain["completion_mask"], truncated)
+    assert torch.equal(ours, masked["completion_mask"])
+    assert ours.sum() == masked["num_items_in_batch"]
+
+
+# --- the loss against TRL's _compute_loss -----------------------------------------------------
+
+B, T, GA = 6, 7, 2  # a micro-batch of 6 rows, half of a 12-row generation batch
+
+
+def loss_case(scale_rewards: str, truncate: bool, seed: int = 0) -> dict:
+    """Random float64 tensors of one micro-batch: logps, old/ref logps off by up to ~±0.6 so ratios clip."""
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.rand(12, generator=g, dtype=torch.float64)
+    rewards[[2, 7]] = NAN
+    advantages, _ = group_advantages(rewards, G, scale_rewards)
+    lengths = torch.tensor([7, 3, 5, 1, 6, 4])
+    mask = (torch.arange(T) < lengths[:, None]).long()
+    if truncate:
+        mask = mask_truncated_completions(mask, lengths == T)  # the full-length row did not end
+    logps = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3
+    return {
+        "logps": logps,
+        "old": logps + (torch.rand(B, T, generator=g, dtype=torch.float64) - 0.5) * 1.2,
+        "ref": logps + (torch.rand(B, T, generator=g, dtype=torch.float64) - 0.5) * 1.0,
+        "entropies": torch.rand(B, T, generator=g, dtype=torch.float64) * 4,
+        "advantages": advantages[:B],
+        "mask": mask,
+        "num_items_in_batch": mask.sum() + 17,  # tokens of the other micro-batch of the step
+    }
+
+
+def trl_loss(
+    trainer, monkeypatch, case, *, loss_type, epsilon_high, beta, num_iterations, bias_kl=True, steps_per_generation=GA
+):
+    """TRL's _compute_loss on `case`, only its model forward replaced: (loss, d loss/d logps, logged metrics)."""
+    logps = case["logps"].clone().requires_grad_()
+    configure(
+        monkeypatch,
+        trainer,
+        loss_type=loss_type,
+        epsilon_low=0.2,
+        epsilon_high=0.2 if epsilon_high is None else epsilon_high,
+        beta=beta,
+        max_completion_length=10,
+        current_gradient_accumulation_steps=GA,
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logps, case["entropies"], None),
+    )
+    configure(monkeypatch, trainer.args, steps_per_generation=steps_per_generation, use_bias_correction_kl=bias_kl)
+    logged = fresh_metrics(monkeypatch, trainer)
+    inputs = {
+        "prompt_ids": torch.ones(B, 2, dtype=torch.long),
+        "prompt_mask": torch.ones(B, 2, dtype=torch.long),
+        "completion_ids": torch.ones(B, T, dtype=torch.long),
+        "completion_mask": case["mask"],
+        "advantages": case["advantages"],
+        "num_items_in_batch": case["num_items_in_batch"],
+    }
+    if num_iterations > 1:
+        inputs["old_per_token_logps"] = case["old"]
+    if beta:
+        inputs["ref_per_token_logps"] = case["ref"]
+    loss = trainer._compute_loss(trainer.model, inputs)
+    loss.backward()
+    return loss.detach(), logps.grad, {k: v[0] for k, v in logged.items()}
+
+
+def our_loss(case, *, loss_type, epsilon_high, beta, num_iterations, bias_kl=True, num_items_in_batch=None):
+    logps = case["logps"].clone().requires_grad_()
+    loss, metrics = grpo_loss(
+        logps,
+        case["advantages"],
+        case["mask"],
+        old_logps=case["old"] if num_iterations > 1 else None,
+        ref_logps=case["ref"] if beta else None,
+        loss_type=loss_type,
+        epsilon=0.2,
+        epsilon_high=epsilon_high,
+        beta=beta,
+        use_bias_correction_kl=bias_kl,
+        num_items_in_batch=case["num_items_in_batch"] if num_items_in_batch is None else num_items_in_batch,
+        max_completion_length=10,
+        gradient_accumulation_steps=GA,
+    )
+    loss.backward()
+    return loss.detach(), logps.grad, metrics
+
+
+GRID = [
+    (loss_type, scale, eps_high, beta, bias_kl, truncate, iters)
+    for loss_type, scale, eps_high, (beta, bias_kl), truncate, iters in itertools.product(
+        ["grpo", "bnpo", "dr_grpo", "dapo"],  # loss_type
+        ["group", "batch", "none"],  # scale_rewards
+        [None, 0.28],  # epsilon_high: = epsilon, clip-higher
+        [(0.0, True), (0.04, True), (0.04, False)],  # beta, use_bias_correction_kl
+        [False, True],  # mask_truncated_completions
+        [1, 2],  # num_iterations (2: old_logps differ from logps)
+    )
+]
+
+
+@pytest.mark.parametrize("loss_type,scale_rewards,epsilon_high,beta,bias_kl,truncate,num_iterations", GRID)
+def test_loss_matches_trl(
+    trainer, monkeypatch, loss_type, scale_rewards, epsilon_high, beta, bias_kl, truncate, num_iterations
+):
+    case = loss_case(scale_rewards, truncate)
+    kw = dict(loss_type=loss_type, epsilon_high=epsilon_high, beta=beta, num_iterations=num_iterations, bias_kl=bias_kl)
+    trl_value, trl_grad, logged = trl_loss(trainer, monkeypatch, case, **kw)
+    value, grad, metrics = our_loss(case, **kw)
+
+    torch.testing.assert_close(value, trl_value, atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(grad, trl_grad, atol=1e-12, rtol=1e-10)
+    assert grad.abs().sum() > 0
+    for name in ["clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"]:
+        assert metrics[name].item() == pytest.approx(logged[name], abs=1e-6), name
+    for name in ["clip_ratio/low_min", "clip_ratio/high_max"]:
+        assert metrics[name].item() == pytest.approx(logged[name], abs=1e-6, nan_ok=True), name
+    if beta:
+        assert metrics["kl"].item() == pytest.approx(logged["kl"], abs=1e-12)
+    else:
+        assert "kl" not in metrics and "kl" not in logged
+    assert masked_mean(case["entropies"], case["mask"]).item() == pytest.approx(logged["entropy"], abs=1e-12)
+    if num_iterations > 1:  # the ratios really clip, on both sides once clip-higher differs
+        assert metrics["clip_ratio/region_mean"] > 0
+        assert metrics["ratio/mean"] != 1.0
+    else:
+        assert metrics["clip_ratio/region_mean"] == 0 and metrics["ratio/mean"] == 1.0
+
+
+def test_dapo_normaliser_when_steps_per_generation_differs(trainer, monkeypatch):
+    """TRL rescales num_items_in_batch by GA / steps_per_generation; ours takes the step's count directly."""
+    case = loss_case("group", truncate=False)
+    kw = dict(loss_type="dapo", epsilon_high=0.28, beta=0.04, num_iterations=2)
+    trl_value, trl_grad, _ = trl_loss(trainer, monkeypatch, case, steps_per_generation=4, **kw)
+    value, grad, _ = our_loss(case, num_items_in_batch=case["num_items_in_batch"] * GA / 4, **kw)
+    torch.testing.assert_close(value, trl_value, atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(grad, trl_grad, atol=1e-12, rtol=1e-10)
+
+
+def test_gradient_accumulation_sums_to_the_full_batch_mean():
+    """Summed over GA micro-batches, bnpo/dapo gradients equal one token-mean loss on the whole batch."""
+    case = loss_case("group", truncate=True)
+    logps, mask = case["logps"].clone().requires_grad_(), case["mask"]
+    full, _ = grpo_loss(logps, case["advantages"], mask, old_logps=case["old"], num_items_in_batch=mask.sum())
+    (full_grad,) = torch.autograd.grad(full, logps)
+    halves = [slice(0, 3), slice(3, 6)]
+    parts = [
+        grpo_loss(logps[h], case["advantages"][h], mask[h], old_logps=case["old"][h], num_items_in_batch=mask.sum())[0]
+        for h in halves
+    ]
+    (dapo_grad,) = torch.autograd.grad(sum(parts), logps)
+    torch.testing.assert_close(dapo_grad, full_grad)
+    # grpo averages per-sequence means: equal halves of a batch give the full batch mean
+    full, _ = grpo_loss(logps, case["advantages"], mask, old_logps=case["old"], loss_type="grpo")
+    parts = [
+        grpo_loss(logps[h], case["advantages"][h], mask[h], old_logps=case["old"][h], loss_type="grpo",
+                  gradient_accumulation_steps=2)[0]
+        for h in halves
+    ]
+    torch.testing.assert_close(sum(parts), full)
+
+
+def test_loss_rejects_missing_arguments():
+    case = loss_case("group", truncate=False)
+    args = case["logps"], case["advantages"], case["mask"]
+    with pytest.raises(ValueError, match="num_items_in_batch"):
+        grpo_loss(*args, loss_type="dapo")
+    with pytest.raises(ValueError, match="max_completion_length"):
+        grpo_loss(*args, loss_type="dr_grpo")
+    with pytest.raises(ValueError, match="ref_logps"):
+        grpo_loss(*args, loss_type="bnpo", beta=0.1)
+    with pytest.raises(ValueError, match="loss_type"):
+        grpo_loss(*args, loss_type="cispo")
+
+
+# --- end to end on the real model -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_end_to_end_gradients_match_trl(trainer, monkeypatch, loss_type):
+    """TRL's _compute_loss (fused LM head, adapter-off reference) vs logits -> ours, parameter gradients."""
+    configure(
+        monkeypatch,
+        trainer,
+        scale_rewards="group",
+        beta=0.04,
+        mask_truncated_completions=True,
+        loss_type=loss_type,
+        epsilon_low=0.2,
+        epsilon_high=0.28,
+        current_gradient_accumulation_steps=1,
+    )
+    configure(monkeypatch, trainer.args, steps_per_generation=1)
+    fresh_metrics(monkeypatch, trainer)
+    model = trainer.model
+    lora_b = [p for n, p in model.named_parameters() if "lora_B" in n]
+    saved = [p.detach().clone() for p in lora_b]
+    try:
+        batch = generate(trainer, [0.3, 0.9, 0.1, 0.6, 0.8, 0.2, 0.5, 0.4, 0.0, 1.0, 0.7, 0.35], seed=1)
+        assert "old_per_token_logps" in batch and "ref_per_token_logps" in batch
+        torch.manual_seed(0)
+        with torch.no_grad():  # an optimizer step since sampling: policy != old != reference
+            for p in lora_b:
+                p.normal_(0, LORA_SHIFT)
+
+        model.zero_grad()
+        trl_value = trainer._compute_loss(model, batch)
+        trl_value.backward()
+        trl_grads = [p.grad.clone() for p in lora_b]
+        trl_metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
+
+        model.zero_grad()
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+        attn = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+        width = batch["completion_ids"].shape[1]
+        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=width + 1).logits[:, :-1]
+        logps, entropy = token_logps_and_entropy(logits, batch["completion_ids"], TEMPERATURE)
+        mask = batch["completion_mask"]
+        loss, metrics = grpo_loss(
+            logps,
+            batch["advantages"],
+            mask,
+            old_logps=batch["old_per_token_logps"],
+            ref_logps=batch["ref_per_token_logps"],
+            loss_type=loss_type,
+            epsilon=0.2,
+            epsilon_high=0.28,
+            beta=0.04,
+            num_items_in_batch=batch["num_items_in_batch"],
+            max_completion_length=trainer.max_completion_length,
+        )
+        loss.backward()
+    finally:
+        with torch.no_grad():
+            for p, s in zip(lora_b, saved):
+                p.copy_(s)
+    torch.testing.assert_close(loss, trl_value, atol=1e-6, rtol=1e-5)
+    for ours, theirs in zip([p.grad for p in lora_b], trl_grads):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-4)
+    assert sum(g.abs().sum() for g in trl_grads) > 0
+    assert metrics["clip_ratio/region_mean"] > 0 and metrics["kl"] > 0
+    for name in ["kl", "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"]:
+        assert metrics[name].item() == pytest.approx(trl_metrics[name], abs=1e-6), name
+    assert masked_mean(entropy, mask).item() == pytest.approx(trl_metrics["entropy"], abs=1e-5)
+
+
+# --- log-probs and entropy --------------------------------------------------------------------
+
+
+def naive(logits, ids, temperature):
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(-1, ids[..., None]).squeeze(-1), -(logp.exp() * logp).sum(-1)
+
+
+@pytest.mark.parametrize("chunk_size", [3, 1024])
+def test_logps_and_entropy_match_trl_and_naive(chunk_size):
+    g = torch.Generator().manual_seed(0)
+    full = torch.randn(3, 9, 50, generator=g, dtype=torch.float64) * 3
+    logits = full[:, :-1]  # a strided view, as a caller slices off the last position
+    ids = torch.randint(0, 50, (3, 8), generator=g)
+    logps, entropy = token_logps_and_entropy(logits, ids, TEMPERATURE, chunk_size=chunk_size)
+    ref_logps, ref_entropy = naive(logits, ids, TEMPERATURE)
+    torch.testing.assert_close(logps, ref_logps, atol=1e-12, rtol=0)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-12, rtol=0)
+    torch.testing.assert_close(logps, selective_log_softmax(logits, ids, temperature=TEMPERATURE), atol=1e-12, rtol=0)
+    torch.testing.assert_close(entropy, entropy_from_logits(logits / TEMPERATURE), atol=1e-12, rtol=0)
+
+
+def test_logps_and_entropy_gradients():
+    g = torch.Generator().manual_seed(1)
+    logits = (torch.randn(2, 5, 11, generator=g, dtype=torch.float64) * 2).requires_grad_()
+    ids = torch.randint(0, 11, (2, 5), generator=g)
+    f = lambda x: token_logps_and_entropy(x, ids, TEMPERATURE, chunk_size=2)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (logits,))
+    # each output alone (the other's gradient is None) against autograd through log_softmax
+    w = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    for k in range(2):
+        (ours,) = torch.autograd.grad((f(logits)[k] * w).sum(), logits)
+        (ref,) = torch.autograd.grad((naive(logits, ids, TEMPERATURE)[k] * w).sum(), logits)
+        torch.testing.assert_close(ours, ref, atol=1e-12, rtol=0)
+
+
+def test_logps_from_bfloat16_logits_are_float32():
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 6, 40, generator=g).bfloat16().requires_grad_()
+    ids = torch.randint(0, 40, (2, 6), generator=g)
+    logps, entropy = token_logps_and_entropy(logits, ids, TEMPERATURE)
+    assert logps.dtype == entropy.dtype == torch.float32
+    ref_logps, ref_entropy = naive(logits.detach().float(), ids, TEMPERATURE)
+    torch.testing.assert_close(logps, ref_logps, atol=1e-6, rtol=0)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-6, rtol=0)
+    logps.sum().backward()
+    assert logits.grad.dtype == torch.bfloat16 and logits.grad.abs().sum() > 0
+    with pytest.raises(ValueError):
+        token_logps_and_entropy(logits, ids[:, :3])
+
+
+def test_logps_keep_no_vocab_sized_tensor_for_backward():
+    """What autograd keeps beyond the logits: O(B*T) statistics, where log_softmax keeps a [B, T, V] copy."""
+
+    def saved_bytes(fn, logits):
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            fn(logits)
+        base = logits.untyped_storage().data_ptr()
+        return sum(t.nbytes for t in saved if t.untyped_storage().data_ptr() != base)
+
+    logits = torch.randn(2, 64, 1000, requires_grad=True)
+    ids = torch.randint(0, 1000, (2, 64))
+    ours = saved_bytes(lambda x: token_logps_and_entropy(x, ids, TEMPERATURE), logits)
+    full = saved_bytes(lambda x: naive(x, ids, TEMPERATURE), logits)
+    assert 0 < ours <= 2 * 64 * (8 + 4 + 4)  # ids, log-normaliser, E_p[z]
+    assert full >= logits.nbytes
