@@ -1,0 +1,34 @@
+"""The gate term: 1 when the sketch compiled, painted and did not cheat, else 0."""
+
+from __future__ import annotations
+
+import torch
+
+from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rollout import Rollout
+
+
+class GateTerm(RewardTerm):
+    """Reads the verdict already stored on each rollout (`rollout.gate`); it judges nothing itself.
+
+    Metrics: `pass_rate` and `fail/<reason>`, the fraction of the batch failing for each reason.
+    """
+
+    name = "gate"
+
+    def __init__(self, weight: float = 0.05) -> None:
+        super().__init__(weight)
+
+    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+        if any(r.gate is None for r in rollouts):
+            raise ValueError("GateTerm needs rollout.gate set on every rollout")
+        scores = torch.tensor([1.0 if r.gate.passed else 0.0 for r in rollouts], dtype=torch.float32)
+        metrics = summary_metrics(scores)
+        n = max(len(rollouts), 1)
+        metrics["pass_rate"] = metrics.pop("mean")
+        for r in rollouts:
+            if not r.gate.passed:
+                key = f"fail/{r.gate.reason}"
+                metrics[key] = metrics.get(key, 0.0) + 1.0 / n
+        self.last_metrics = metrics
+        return scores

@@ -1,0 +1,136 @@
+"""The pairwise judge term: is the candidate a better watercolour than each reference?
+
+Per rollout, `references` images are drawn from the pool with the rollout's seed (shared by
+its GRPO group, so a group competes against the same references). Each (candidate, reference)
+pair is asked twice, once in each order, which turns a judge's position bias into a tie:
+
+    per reference:  1 if the candidate wins both orders, 0.5 if the orders split, 0 if it loses both
+    score        :  mean over resolved references
+
+A comparison whose call failed after its retries, or whose reply names neither image, is a
+failed comparison (never a loss). A reference is resolved only when both of its orders are,
+since one order alone carries the position bias the swap is there to cancel. With nothing
+resolved the score is NaN, so the rollout is excluded rather than scored as a bad painting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rewards.pool import DEFAULT_MIX, SHIPPED_POOL, ReferencePool
+from lit_watercolour.rollout import Rollout
+
+# The recipe's template and criteria, with paper white and restraint added from the brief.
+CRITERIA = (
+    "Prefer soft pigment bleeds, layered translucent washes that show through each other, "
+    "varied edge softness where edges dissolve rather than stop, white paper left open where light falls, "
+    "and the restraint of a deliberate, uncrowded composition. Muddy opaque blobs, uniform scribbles, "
+    "hard flat edges, paint covering the sheet edge to edge and near-empty canvases are worse."
+)
+PROMPT = (
+    "You are judging two generative watercolour paintings, image A first and image B second. "
+    "Which one is the better watercolour painting? {criteria} "
+    "Ignore what the paintings depict. Judge only how they are painted. "
+    "State the winner first, as the single letter A or B, then a reason of at most twenty words."
+)
+
+
+@dataclass
+class CallRecord:
+    """One judge call, as the backends report it (for metrics and logs)."""
+
+    latency_s: float
+    ok: bool  # the call returned a reply that names a winner
+    attempts: int = 1
+    error: str = ""  # "timeout", "http 500", "malformed: ...", ...
+
+
+class JudgeBackend(Protocol):
+    def compare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
+        """For each (image A, image B) PNG pair: "A", "B", or None when the comparison failed."""
+        ...
+
+
+_LEADING = re.compile(r"""^[\s*_#>"'`(\[{]*(?:(?i:winner|answer|image|painting)\s*(?:is)?\s*[:=\-]?\s*[*"'(]*\s*)?([AB])\b""")
+
+
+def parse_winner(reply: str | None) -> str | None:
+    """"A" / "B" from a reply that states the winner first (plain text or {"winner": ...}), else None."""
+    if not reply:
+        return None
+    text = reply.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    if text.startswith("{"):
+        try:
+            winner = str(json.loads(text).get("winner", "")).strip().upper()
+        except (ValueError, AttributeError):
+            winner = ""
+        return winner if winner in ("A", "B") else None
+    m = _LEADING.match(text)
+    return m.group(1) if m else None
+
+
+def reference_score(first: str | None, second: str | None) -> float | None:
+    """Score of one reference: `first` is the verdict with the candidate as A, `second` as B."""
+    if first is None or second is None:
+        return None
+    return ((first == "A") + (second == "B")) / 2.0
+
+
+class PairwiseJudge(RewardTerm):
+    name = "judge"
+
+    def __init__(self, backend: JudgeBackend, weight: float = 0.60, pool: str = str(SHIPPED_POOL),
+                 pool_revision: str | None = None, references: int = 4, mix: dict[str, float] | None = None,
+                 criteria: str = CRITERIA) -> None:
+        super().__init__(weight)
+        self.backend = backend
+        self.pool = ReferencePool.load(pool, revision=pool_revision)
+        self.references = references
+        self.mix = dict(mix or DEFAULT_MIX)
+        self.prompt = PROMPT.format(criteria=criteria)
+
+    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+        pairs: list[tuple[bytes, bytes]] = []
+        owner: list[int] = []  # rollout index of each consecutive (cand-first, ref-first) pair of pairs
+        for i, r in enumerate(rollouts):
+            if r.render is None or r.render.png is None:
+                raise ValueError("PairwiseJudge scores rendered, gate-passed rollouts only")
+            for ref in self.pool.draw(self.references, seed=r.seed, mix=self.mix):
+                pairs += [(r.render.png, ref.png), (ref.png, r.render.png)]
+                owner.append(i)
+        verdicts, calls = self.backend.compare(pairs, self.prompt) if pairs else ([], [])
+        per_rollout: list[list[float]] = [[] for _ in rollouts]
+        wins = resolved = first_wins = 0
+        for j, i in enumerate(owner):
+            first, second = verdicts[2 * j], verdicts[2 * j + 1]
+            for verdict, cand in ((first, "A"), (second, "B")):
+                if verdict is not None:
+                    resolved += 1
+                    wins += verdict == cand
+                    first_wins += verdict == "A"
+            s = reference_score(first, second)
+            if s is not None:
+                per_rollout[i].append(s)
+        scores = torch.tensor([sum(s) / len(s) if s else math.nan for s in per_rollout], dtype=torch.float32)
+        m = summary_metrics(scores)
+        latencies = sorted(c.latency_s for c in calls)
+        m.update({
+            "win_rate": wins / resolved if resolved else math.nan,
+            "first_position_rate": first_wins / resolved if resolved else math.nan,  # 0.5 = no position bias
+            "calls": float(len(calls)),
+            "failures": float(sum(not c.ok for c in calls)),
+            "retries": float(sum(c.attempts - 1 for c in calls)),
+            "latency_mean_s": sum(latencies) / len(latencies) if latencies else math.nan,
+            "latency_max_s": latencies[-1] if latencies else math.nan,
+        })
+        self.last_metrics = m
+        return scores

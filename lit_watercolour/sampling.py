@@ -1,0 +1,138 @@
+"""Samplers: turn chat prompts into completions plus the log-probs of the policy that sampled them.
+
+A `Sampler` hides the generation backend. The `hf` backend runs transformers `generate` on
+the training model itself; a vLLM backend implements the same two methods and keeps its own
+copy of the weights, refreshed by `sync_weights` after every optimizer step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from lit_watercolour.policy import completion_logps
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0  # 1.0: off
+    top_k: int = 0  # 0: off
+    max_completion_length: int = 256
+    generation_batch_size: int = 8  # rows per `generate` call; finished chunks start rendering
+    logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
+
+
+@dataclass
+class SampleBatch:
+    """`n` completions of each prompt, rows grouped by prompt (prompt i owns rows i*n .. i*n+n-1)."""
+
+    prompt_ids: Tensor  # [N, P] left-padded
+    prompt_mask: Tensor  # [N, P]
+    completion_ids: Tensor  # [N, C] right-padded
+    completion_mask: Tensor  # [N, C] 1 up to and including the first end-of-turn token
+    texts: list[str]  # decoded completions, special tokens dropped
+    truncated: Tensor  # [N] bool: no end-of-turn token within max_completion_length
+    logps: Tensor  # [N, C] log-prob of each sampled token under the sampling policy (0 where masked)
+    groups: list[int]  # the prompt index of each row
+    seconds: float = 0.0  # generation wall clock, log-prob scoring included
+
+    @property
+    def num_tokens(self) -> Tensor:
+        return self.completion_mask.sum(1)
+
+
+OnCompletion = Callable[[int, str], None]  # (row, decoded text), called as soon as a row is decoded
+
+
+class Sampler(Protocol):
+    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
+
+    def sync_weights(self, model: torch.nn.Module) -> None: ...
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    """End-of-turn ids: the tokenizer's eos plus any the generation config lists (Qwen has two)."""
+    ids = model.generation_config.eos_token_id
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    return sorted({tokenizer.eos_token_id, *ids})
+
+
+def completion_mask_and_truncation(completion_ids: Tensor, stop_ids: list[int]) -> tuple[Tensor, Tensor]:
+    """Mask tokens after the first stop token; a row without one was cut off (truncated)."""
+    is_stop = torch.isin(completion_ids, torch.tensor(stop_ids, device=completion_ids.device))
+    seen_before = (is_stop.cumsum(1) - is_stop.long()) > 0  # a stop token appeared strictly earlier
+    return (~seen_before).long(), ~is_stop.any(1)
+
+
+class HFSampler:
+    """transformers `generate` on the training model: batched, KV-cached, adapter applied."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig) -> None:
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.stop_ids = stop_token_ids(model, tokenizer)
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        self.model = model  # generation runs on the live model: nothing to copy
+
+    @torch.no_grad()
+    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+        start, c = time.perf_counter(), self.config
+        rows = [p for p in prompts for _ in range(n)]
+        enc = self.tokenizer(rows, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        device = next(self.model.parameters()).device
+        prompt_ids, prompt_mask = enc.input_ids.to(device), enc.attention_mask.to(device)
+        was_training = self.model.training
+        self.model.eval()  # gradient checkpointing is off in eval, so the KV cache is used
+        chunks = []
+        for lo in range(0, len(rows), c.generation_batch_size):
+            hi = min(lo + c.generation_batch_size, len(rows))
+            out = self.model.generate(
+                input_ids=prompt_ids[lo:hi],
+                attention_mask=prompt_mask[lo:hi],
+                do_sample=True,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                top_k=c.top_k,
+                max_new_tokens=c.max_completion_length,
+                eos_token_id=self.stop_ids,
+                pad_token_id=self.tokenizer.pad_token_id,
+                use_cache=True,
+            )
+            ids = out[:, prompt_ids.shape[1] :]
+            mask, _ = completion_mask_and_truncation(ids, self.stop_ids)
+            texts = self.tokenizer.batch_decode(ids * mask + self.tokenizer.pad_token_id * (1 - mask), skip_special_tokens=True)
+            for i, text in enumerate(texts):
+                if on_completion is not None:
+                    on_completion(lo + i, text)
+            chunks.append((ids, texts))
+        width = max(ids.shape[1] for ids, _ in chunks)
+        pad = self.tokenizer.pad_token_id
+        completion_ids = torch.cat([torch.nn.functional.pad(ids, (0, width - ids.shape[1]), value=pad) for ids, _ in chunks])
+        completion_mask, truncated = completion_mask_and_truncation(completion_ids, self.stop_ids)
+        logps = completion_logps(
+            self.model, prompt_ids, prompt_mask, completion_ids, completion_mask, c.temperature, c.logprob_batch_size
+        )[0]
+        self.model.train(was_training)
+        return SampleBatch(
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            completion_ids=completion_ids,
+            completion_mask=completion_mask,
+            texts=[t for _, texts in chunks for t in texts],
+            truncated=truncated,
+            logps=logps * completion_mask,
+            groups=[i for i in range(len(prompts)) for _ in range(n)],
+            seconds=time.perf_counter() - start,
+        )
+
+
+def build_sampler(backend: str, model: torch.nn.Module, tokenizer, config: SamplingConfig) -> Sampler:
+    if backend == "hf":
+        return HFSampler(model, tokenizer, config)
+    raise ValueError(f"unknown sampler backend {backend!r}; available: hf")

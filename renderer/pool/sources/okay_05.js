@@ -1,0 +1,31 @@
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  angleMode(DEGREES);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  randomSeed(8077);
+  brush.scaleBrushes(2);
+  const petals = 5;
+  const cx = 214, cy = 251;
+  for (let i = 0; i < petals; i++) {
+    const a = i * 360 / petals;
+    const x = cx + cos(a) * 89, y = cy + sin(a) * 89;
+    brush.noStroke();
+    brush.fill(random(["#d64550", "#f08a7e", "#f6b8a4", "#a8323e"]), random(120, 160));
+    brush.fillBleed(random(0.05, 0.12), "out");
+    brush.fillTexture(0.3, 0.3);
+    brush.circle(x, y, 89 * 0.5);
+    brush.noFill();
+    brush.set("pen", "#3a2e2a", 1.2);
+    brush.circle(x, y, 89 * 0.5);
+  }
+  brush.noStroke();
+  brush.fill("#f08a7e", 170); brush.fillBleed(0.05, "out");
+  brush.circle(cx, cy, 20);
+  brush.noFill();
+  brush.set("HB", "#a7c080", 1.5);
+  brush.line(cx, cy + 30, cx, 500);
+}

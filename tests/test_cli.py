@@ -1,0 +1,56 @@
+"""The entry point, as a user runs it: `python -m lit_watercolour fit|predict --config ...`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.timeout(600)
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))  # 1 thread: see cpu_threads.py
+    return subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=540)
+
+
+def test_fit_then_predict_with_the_trained_adapter(tmp_path):
+    config = str(ROOT / "configs" / "tiny_random.yaml")
+    fit = run(["fit", "--config", config, "--trainer.max_steps", "2"], tmp_path)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    out = tmp_path / "runs" / "tiny_random"
+    assert (out / "checkpoints" / "last.ckpt").exists()
+    assert (out / "checkpoints" / "last-adapter" / "adapter_model.safetensors").exists()
+    logs = out / "lightning_logs" / "version_0"
+    assert yaml.safe_load((logs / "config.yaml").read_text())["trainer"]["max_steps"] == 2  # the resolved config is kept
+    rows = (logs / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 3 and "reward" in rows[0].split(",")  # a header and one row per step
+
+    predict = run(["predict", "--config", config, "--ckpt_path", str(out / "checkpoints" / "last.ckpt"),
+                   "--model.predict_dir", str(tmp_path / "paintings")], tmp_path)
+    assert predict.returncode == 0, predict.stderr[-3000:]
+    painted = sorted(p.name for p in (tmp_path / "paintings").iterdir())
+    assert "a-peach-hibiscus-0-0.txt" in painted and "a-blue-iris-1-0.txt" in painted
+
+
+def test_recipe_config_parses():
+    """The H200 recipe resolves to the documented settings without loading the 35B model."""
+    cfg = run(["fit", "--config", str(ROOT / "configs" / "hibiscus_qwen35_a3b.yaml"), "--print_config"], ROOT)
+    assert cfg.returncode == 0, cfg.stderr[-3000:]
+    c = yaml.safe_load(cfg.stdout)
+    m = c["model"]
+    assert m["policy"]["model"] == "Qwen/Qwen3.5-35B-A3B" and m["policy"]["dtype"] == "bfloat16"
+    assert (m["policy"]["lora_r"], m["policy"]["lora_alpha"], m["policy"]["lora_dropout"]) == (16, 32, 0.0)
+    assert m["policy"]["target_modules"] == "all-linear" and m["policy"]["gradient_checkpointing"]
+    assert (m["sampling"]["top_p"], m["sampling"]["top_k"], m["sampling"]["max_completion_length"]) == (0.95, 20, 8192)
+    assert m["grpo_config"]["num_generations"] == 8 and m["grpo_config"]["micro_batch_size"] == 1
+    assert m["grpo_config"]["scale_rewards"] == "none"
+    assert (m["optim"]["lr"], m["optim"]["lr_scheduler"], m["optim"]["warmup_steps"]) == (5e-5, "constant_with_warmup", 5)
+    assert c["trainer"]["max_steps"] == 110 and c["data"]["subjects"] == ["a peach hibiscus"]
+    terms = {cb["class_path"].rsplit(".", 1)[-1]: cb["init_args"] for cb in c["trainer"]["callbacks"]}
+    assert {"GateTerm", "LengthTerm", "PairwiseJudge", "HPSv3Scorer"} <= set(terms)
+    assert terms["PairwiseJudge"]["references"] == 4

@@ -1,0 +1,184 @@
+"""GRPOModule end to end on CPU: a tiny Qwen3 + LoRA, real Chromium renders, real reward terms.
+
+3+1 optimizer steps change only adapter weights; a run resumed from the step-3 checkpoint
+starts with the same step, LR, optimizer state, adapter and RNG, so its step 4 samples the
+very completions and reaches the very weights of the uninterrupted run.
+"""
+
+import json
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.loggers import CSVLogger
+from safetensors.torch import load_file
+
+from lit_watercolour.checkpoint import AdapterCheckpoint
+from lit_watercolour.data import PromptDataModule
+from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
+from lit_watercolour.policy import PolicyConfig
+from lit_watercolour.rewards.gate_term import GateTerm
+from lit_watercolour.rewards.length import LengthTerm
+from lit_watercolour.sampling import SamplingConfig
+from cpu_threads import one_thread  # noqa: F401  (fixture)
+from tiny_painter import SUBJECT, save_tiny_painter
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("one_thread")]
+
+
+class Probe(pl.Callback):
+    """Records what each step did and what state training starts from."""
+
+    def __init__(self):
+        self.start, self.steps = None, {}
+
+    def on_train_start(self, trainer, module):
+        self.start = snapshot(trainer, module)
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.steps[trainer.global_step] = {
+            "texts": [r.completion for r in module.last_rollouts],
+            "rewards": module.last_rewards.clone(),
+            **snapshot(trainer, module),
+        }
+
+
+def snapshot(trainer, module):
+    opt = trainer.optimizers[0]
+    return {
+        "global_step": trainer.global_step,
+        "lr": trainer.lr_scheduler_configs[0].scheduler.get_last_lr()[0],
+        "adam_step": [float(s["step"]) for s in opt.state.values()],
+        "exp_avg": [s["exp_avg"].clone() for s in opt.state.values()],
+        "params": {n: p.detach().clone() for n, p in module.policy_model.named_parameters()},
+    }
+
+
+def make_run(tmp_path, painter, max_steps, probe, hub=None):
+    pl.seed_everything(0)
+    module = GRPOModule(
+        policy=PolicyConfig(model=str(painter), dtype="float32", lora_r=8, lora_alpha=16),
+        sampling=SamplingConfig(max_completion_length=160, generation_batch_size=4),
+        grpo_config=GRPOConfig(num_generations=6, micro_batch_size=2, beta=0.05, scale_rewards="none"),
+        optim=OptimConfig(lr=5e-3, lr_scheduler="cosine", warmup_steps=2),
+        render_pool_size=2,
+    )
+    ckpt = AdapterCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_top_k=-1, hub_repo=hub)
+    trainer = pl.Trainer(
+        max_steps=max_steps, accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name="logs"),
+        callbacks=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120, max_tokens=1000), ckpt, probe],
+        enable_progress_bar=False, limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1,
+    )
+    return module, PromptDataModule(subjects=[SUBJECT], seed=3), trainer
+
+
+@pytest.fixture(scope="module")
+def painter(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield save_tiny_painter(tmp_path_factory.mktemp("painter"), steps=300)
+    torch.set_num_threads(threads)
+
+
+def test_train_resume_and_publish(tmp_path, painter):
+    probe = Probe()
+    module, data, trainer = make_run(tmp_path / "a", painter, 4, probe, hub=str(tmp_path / "hub"))
+    trainer.fit(module, datamodule=data)
+    assert trainer.global_step == 4
+    start, after3, after4 = probe.start, probe.steps[3], probe.steps[4]
+
+    # rewards differ inside the group, so the update is not empty
+    assert any(s["rewards"].std() > 0 for s in probe.steps.values())
+    # only the adapter moved
+    assert any(not torch.equal(v, after4["params"][n]) for n, v in start["params"].items() if "lora_B" in n)
+    assert all(torch.equal(v, after4["params"][n]) for n, v in start["params"].items() if "lora_" not in n)
+    # warm-up then cosine: the LR rose over the first two steps
+    assert probe.steps[1]["lr"] < probe.steps[2]["lr"]
+
+    # the metrics a user watches were logged
+    metrics = (tmp_path / "a" / "logs" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
+    for key in ["reward", "reward_std", "reward/gate/pass_rate", "reward/length/mean", "advantage/std", "loss", "kl",
+                "entropy", "clip_ratio/region_mean", "completions/mean_length", "completions/clipped_ratio",
+                "gate/pass_rate", "time/sampling_tokens_per_s", "time/render_wait_s", "time/scoring_s",
+                "time/update_tokens_per_s", "grad_norm", "lr"]:
+        assert key in metrics, key
+
+    # the .ckpt holds the adapter only; the peft folder beside it loads as an adapter
+    ckpt3 = tmp_path / "a" / "ckpt" / "epoch=0-step=3.ckpt"
+    state = torch.load(ckpt3, weights_only=False)
+    assert state["state_dict"] and all("lora_" in k for k in state["state_dict"])
+    adapter = tmp_path / "a" / "ckpt" / "epoch=0-step=4-adapter"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["r"] == 8 and (adapter / "tokenizer_config.json").exists()
+    saved = load_file(adapter / "adapter_model.safetensors")
+    assert len(saved) == sum("lora_" in n for n in after4["params"])
+    # the last adapter was published (hub_repo is a local folder here)
+    assert (tmp_path / "hub" / "adapter_model.safetensors").read_bytes() == (adapter / "adapter_model.safetensors").read_bytes()
+
+    # resume from step 3: same step, LR, optimizer state and adapter; step 4 repeats exactly
+    probe_b = Probe()
+    module_b, data_b, trainer_b = make_run(tmp_path / "b", painter, 4, probe_b)
+    trainer_b.fit(module_b, datamodule=data_b, ckpt_path=ckpt3)
+    b = probe_b.start
+    assert b["global_step"] == 3 and b["lr"] == after3["lr"] and b["adam_step"] == after3["adam_step"]
+    assert all(torch.equal(x, y) for x, y in zip(b["exp_avg"], after3["exp_avg"]))
+    assert all(torch.equal(v, b["params"][n]) for n, v in after3["params"].items())
+    assert probe_b.steps[4]["texts"] == after4["texts"]
+    for n, v in after4["params"].items():
+        torch.testing.assert_close(probe_b.steps[4]["params"][n], v)
+
+
+def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
+    pl.seed_everything(1)
+    module = GRPOModule(
+        policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False),
+        sampling=SamplingConfig(max_completion_length=160, temperature=0.7),
+        grpo_config=GRPOConfig(num_generations=4),
+        predict_generations=3, predict_dir=str(tmp_path / "paintings"),
+    )
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, callbacks=[GateTerm()])
+    (metrics,) = trainer.validate(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    assert 0 <= metrics["val/gate_pass_rate"] <= 1 and metrics["val/reward/gate"] == metrics["val/gate_pass_rate"]
+    written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    stems = [s for batch in written for s in batch]
+    assert len(stems) == 3
+    files = sorted(p.name for p in (tmp_path / "paintings").iterdir())
+    assert all(f"a-peach-hibiscus-0-{i}.txt" in files for i in range(3))
+    pngs = list((tmp_path / "paintings").glob("*.png"))
+    assert pngs and all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
+    assert all(p.with_suffix(".js").exists() for p in pngs)
+
+
+def test_num_iterations_reuses_the_rollout_batch(tmp_path, painter):
+    """Two optimizer steps per rollout batch: the second sees a ratio away from 1 (old log-probs kept)."""
+    pl.seed_everything(0)
+    probe = Probe()
+    module = GRPOModule(
+        policy=PolicyConfig(model=str(painter), dtype="float32"),
+        sampling=SamplingConfig(max_completion_length=160),
+        grpo_config=GRPOConfig(num_generations=4, micro_batch_size=4, num_iterations=2, loss_type="grpo"),
+        optim=OptimConfig(lr=2e-2),
+    )
+    trainer = pl.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, callbacks=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120), probe])
+    trainer.fit(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    assert trainer.global_step == 2 and list(probe.steps) == [2]  # one batch, two steps
+    assert probe.steps[2]["rewards"].std() > 0
+    assert abs(trainer.callback_metrics["ratio/mean"].item() - 1.0) > 1e-6
+
+
+def test_prompt_stream_resumes_where_it_stopped(painter):
+    from transformers import AutoTokenizer
+
+    from lit_watercolour.data import PromptStream
+
+    tok = AutoTokenizer.from_pretrained(painter)
+    subjects = ["a", "b", "c"]
+    full = PromptStream(subjects, tok, prompts_per_step=2, shuffle=True, seed=5)
+    resumed = PromptStream(subjects, tok, prompts_per_step=2, shuffle=True, seed=5, start=3)
+    first = [batch for _, batch in zip(range(6), full)]
+    assert [batch for _, batch in zip(range(3), resumed)] == first[3:]
+    # every subject comes once per pass, and each group has its own seed
+    flat = [p for batch in first for p in batch]
+    assert sorted(p.subject for p in flat[:3]) == subjects
+    assert len({p.seed for p in flat}) == len(flat)

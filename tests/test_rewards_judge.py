@@ -1,0 +1,199 @@
+import asyncio
+import io
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageDraw
+
+from judge_server import JudgeServer, always, completion, failing_first, prefers_less_ink, request_images, serving, slow
+from lit_watercolour.rewards.judge import PairwiseJudge, parse_winner, reference_score
+from lit_watercolour.rewards.judge_http import OpenAIJudge, retry_after_s
+from lit_watercolour.rewards.judge_vlm import TransformersJudge
+from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl, tiny_qwen3_vl
+from lit_watercolour.rollout import RenderResult, Rollout
+
+
+def blot(n: int, size: int = 96) -> bytes:
+    """A PNG with n translucent blots: more n, more ink."""
+    img = Image.new("RGB", (size, size), "white")
+    draw = ImageDraw.Draw(img, "RGBA")
+    rng = np.random.default_rng(n)
+    for _ in range(n):
+        x, y = rng.integers(0, size, 2)
+        draw.ellipse([x - 20, y - 20, x + 20, y + 20], fill=(40, 90, 200, 120))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def pool_dir(tmp_path):
+    for tier, ns in (("love", (3, 4, 5)), ("okay", (6, 7, 8))):
+        (tmp_path / tier).mkdir()
+        for n in ns:
+            (tmp_path / tier / f"{n}.png").write_bytes(blot(n))
+    return str(tmp_path)
+
+
+def rollouts(pngs, seed=0):
+    return [Rollout("a peach hibiscus", "", 0, seed, code="", render=RenderResult(png=p)) for p in pngs]
+
+
+def http(url, **kw):
+    kw = {"attempts": 3, "backoff_s": 0.01, "timeout_s": 5.0, **kw}
+    return OpenAIJudge(base_url=url, **kw)
+
+
+def test_parse_winner():
+    assert parse_winner("A. Softer bleeds.") == "A"
+    assert parse_winner("**B** - more paper white") == "B"
+    assert parse_winner('{"winner": "B", "reason": "translucent"}') == "B"
+    assert parse_winner("```json\n{\"winner\": \"A\"}\n```") == "A"
+    assert parse_winner("Winner: B") == "B"
+    assert parse_winner("Image A") == "A"
+    for bad in ("", None, "Both are lovely.", "I cannot decide", '{"winner": "C"}', "Apples"):
+        assert parse_winner(bad) is None
+    assert reference_score("A", "B") == 1.0 and reference_score("B", "A") == 0.0
+    assert reference_score("A", "A") == 0.5 and reference_score("A", None) is None
+    assert retry_after_s("2") == 2.0 and retry_after_s(None) is None and retry_after_s("soon") is None
+    assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: go now
+
+
+def test_both_orders_swap_the_images(pool_dir):
+    cand = blot(1)
+    with JudgeServer(prefers_less_ink()) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
+        scores = judge.score(rollouts([cand]))
+        refs = [r.png for r in judge.pool.draw(4, seed=0, mix=judge.mix)]
+        sent = sorted(tuple(request_images(body)) for body in server.received)
+    assert sent == sorted([(cand, r) for r in refs] + [(r, cand) for r in refs])
+    assert scores.tolist() == [1.0]  # least ink wins every comparison in both orders
+    assert judge.last_metrics["win_rate"] == 1.0 and judge.last_metrics["first_position_rate"] == 0.5
+    body = server.received[0]
+    assert "Ignore what the paintings depict" in body["messages"][0]["content"][0]["text"]
+    assert body["temperature"] == 0.0
+
+
+def test_content_judge_ranks_and_group_shares_references(pool_dir):
+    with JudgeServer(prefers_less_ink()) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
+        s = judge.score(rollouts([blot(1), blot(40)], seed=3))
+    assert s.tolist() == [1.0, 0.0]
+    assert len(server.received) == 16  # 2 rollouts x 4 references x 2 orders
+
+
+def test_position_biased_judge_scores_half(pool_dir):
+    with JudgeServer(always("A")) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir)
+        s = judge.score(rollouts([blot(1), blot(20), blot(60)]))
+    assert s.tolist() == [0.5, 0.5, 0.5]
+    assert judge.last_metrics["first_position_rate"] == 1.0 and judge.last_metrics["win_rate"] == 0.5
+
+
+def test_server_errors_are_retried_then_missing(pool_dir):
+    with JudgeServer(failing_first(10**9, 500, always("A"))) as server:
+        judge = PairwiseJudge(http(server.base_url, attempts=3), pool=pool_dir, references=2)
+        s = judge.score(rollouts([blot(1)]))
+    assert math.isnan(s[0].item())  # not a zero painting
+    assert len(server.received) == 4 * 3  # every comparison tried 3 times
+    m = judge.last_metrics
+    assert m["failures"] == 4 and m["calls"] == 4 and m["retries"] == 8 and m["missing"] == 1
+
+
+def test_transient_errors_recover(pool_dir):
+    with JudgeServer(failing_first(2, 503, always("A"))) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=1)
+        s = judge.score(rollouts([blot(1)]))
+    assert s.tolist() == [0.5] and judge.last_metrics["failures"] == 0 and judge.last_metrics["retries"] == 2
+
+
+def test_timeouts_are_failures(pool_dir):
+    with JudgeServer(slow(0.6, always("A"))) as server:
+        judge = PairwiseJudge(http(server.base_url, timeout_s=0.15, attempts=2), pool=pool_dir, references=1)
+        s = judge.score(rollouts([blot(1)]))
+    assert math.isnan(s[0].item())
+    assert judge.last_metrics["failures"] == 2 and len(server.received) == 4
+
+
+def test_429_retry_after_is_honoured(pool_dir):
+    policy = failing_first(1, 429, always("B"), headers={"Retry-After": "0.4"})
+    with JudgeServer(policy) as server:
+        judge = PairwiseJudge(http(server.base_url, backoff_s=0.01), pool=pool_dir, references=1)
+        s = judge.score(rollouts([blot(1)]))
+    first = server.received[0]
+    again = [t for body, t in zip(server.received[1:], server.times[1:]) if body == first]
+    assert len(again) == 1 and again[0] - server.times[0] >= 0.4  # waited Retry-After, not the 0.01 s backoff
+    assert s.tolist() == [0.5]
+
+
+def test_malformed_replies_are_failures_not_wins(pool_dir):
+    with JudgeServer(lambda body, i: (200, {}, completion("Both paintings are lovely."))) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=2)
+        s = judge.score(rollouts([blot(1)]))
+    assert math.isnan(s[0].item()) and judge.last_metrics["failures"] == 4
+    assert len(server.received) == 4  # a reply is not retried: at temperature 0 it would repeat
+    with JudgeServer(lambda body, i: (200, {}, b"not json")) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=1)
+        assert math.isnan(judge.score(rollouts([blot(1)]))[0].item())
+
+
+def test_partial_failures_drop_only_that_reference(pool_dir):
+    # reference-first comparisons fail: each reference has one order only -> unresolved
+    def policy(body, i):
+        a, _ = request_images(body)
+        return (500, {}, b"{}") if a != cand else (200, {}, completion("A"))
+    cand = blot(1)
+    with JudgeServer(policy) as server:
+        judge = PairwiseJudge(http(server.base_url, attempts=1), pool=pool_dir, references=2)
+        assert math.isnan(judge.score(rollouts([cand]))[0].item())
+
+
+def test_token_from_env_is_sent_not_logged(pool_dir, monkeypatch, caplog):
+    monkeypatch.setenv("JUDGE_TEST_TOKEN", "sekrit-123")
+    caplog.set_level(logging.DEBUG)
+    with JudgeServer(failing_first(1, 500, always("A"))) as server:
+        judge = PairwiseJudge(http(server.base_url, api_key_env="JUDGE_TEST_TOKEN"), pool=pool_dir, references=1)
+        judge.score(rollouts([blot(1)]))
+    assert all(h.get("Authorization") == "Bearer sekrit-123" for h in server.headers)
+    assert "sekrit" not in caplog.text and "retry" in caplog.text
+
+
+def test_http_backend_works_inside_a_running_loop(pool_dir):
+    with JudgeServer(always("A")) as server:
+        backend = http(server.base_url)
+
+        async def inside():
+            return backend.compare([(blot(1), blot(2))], "which?")
+
+        verdicts, calls = asyncio.run(inside())
+    assert verdicts == ["A"] and calls[0].ok
+
+
+@pytest.mark.parametrize("build", [tiny_qwen2_vl, lambda: tiny_qwen3_vl(moe=True)], ids=["qwen2_vl", "qwen3_vl_moe"])
+def test_transformers_judge_tiny_model(build, pool_dir):
+    model, processor = build()
+    backend = TransformersJudge.from_model(model, processor, batch_size=3, max_pixels=112 * 112)
+    pairs = [(blot(1), blot(9)), (blot(9), blot(1)), (blot(30), blot(2)), (blot(2), blot(5))]
+    batched = backend.logits_ab(pairs, "Which is the better watercolour? A or B")
+    single = torch.cat([backend.logits_ab([p], "Which is the better watercolour? A or B") for p in pairs])
+    torch.testing.assert_close(batched, single, atol=1e-4, rtol=1e-4)  # left padding keeps rows independent
+    assert not torch.allclose(batched[0], batched[1])  # the images reach the logits
+    judge = PairwiseJudge(backend, pool=pool_dir, references=2)
+    s = judge.score(rollouts([blot(1), blot(40)]))
+    verdicts, _ = backend.compare(pairs, judge.prompt)
+    assert set(verdicts) <= {"A", "B"}
+    assert all(v in (0.0, 0.25, 0.5, 0.75, 1.0) for v in s.tolist())
+    assert judge.last_metrics["failures"] == 0 and judge.last_metrics["calls"] == 8
+
+
+def test_http_judge_serving_the_in_process_model(pool_dir):
+    model, processor = tiny_qwen2_vl()
+    local = TransformersJudge.from_model(model, processor, max_pixels=112 * 112)
+    cands = rollouts([blot(1), blot(25)])
+    direct = PairwiseJudge(local, pool=pool_dir, references=2).score(cands)
+    with JudgeServer(serving(local)) as server:
+        remote = PairwiseJudge(http(server.base_url), pool=pool_dir, references=2).score(cands)
+    assert remote.tolist() == direct.tolist()

@@ -1,0 +1,69 @@
+import math
+
+import pytest
+import torch
+
+from lit_watercolour.rewards.gate_term import GateTerm
+from lit_watercolour.rewards.length import LengthTerm, code_text, code_tokens, length_curve
+from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
+from lit_watercolour.rollout import GateResult, Rollout
+
+
+def test_mix_weights_passed_and_nan():
+    scores = {"gate": torch.tensor([1.0, 0.0, 1.0]), "judge": torch.tensor([0.5, 0.0, math.nan])}
+    r = mix_rewards(scores, {"gate": 0.05, "judge": 0.6}, torch.tensor([True, False, True]))
+    assert r[0].item() == pytest.approx(0.05 + 0.3)
+    assert r[1].item() == 0.0  # gate failed: 0 whatever the other terms say
+    assert math.isnan(r[2].item())  # a missing judge score is not a zero painting
+    with pytest.raises(KeyError):
+        mix_rewards(scores, {"gate": 0.05}, torch.tensor([True, True, True]))
+
+
+def test_env_overrides_weights(monkeypatch):
+    cfg = {"gate": 0.05, "length": 0.05, "judge": 0.6, "hpsv3": 0.3}
+    monkeypatch.delenv("LIT_WATERCOLOUR_JUDGE_WEIGHT", raising=False)
+    monkeypatch.delenv("LIT_WATERCOLOUR_HPS_WEIGHT", raising=False)
+    assert resolve_weights(cfg) == cfg
+    monkeypatch.setenv("LIT_WATERCOLOUR_JUDGE_WEIGHT", "0.0")
+    monkeypatch.setenv("LIT_WATERCOLOUR_HPS_WEIGHT", "0.9")
+    assert resolve_weights(cfg) == {"gate": 0.05, "length": 0.05, "judge": 0.0, "hpsv3": 0.9}
+    assert cfg["judge"] == 0.6  # the config is not mutated
+    assert resolve_weights({"embedded": 0.9}) == {"embedded": 0.9}  # absent terms are not invented
+    monkeypatch.setenv("LIT_WATERCOLOUR_HPS_WEIGHT", "lots")
+    with pytest.raises(ValueError, match="LIT_WATERCOLOUR_HPS_WEIGHT"):
+        resolve_weights(cfg)
+
+
+def test_length_counts_code_not_comments():
+    code = 'let a = "http://x"; // a comment\n/* block\n comment */\n\n   brush.circle(1,   2, 3);'
+    assert code_text(code) == 'let a = "http://x"; brush.circle(1, 2, 3);'
+    padded = "brush.circle(1, 2, 3);\n" + "// padding padding padding\n" * 500
+    assert code_tokens(padded) == code_tokens("brush.circle(1, 2, 3);")
+
+
+def test_length_curve_shape():
+    assert length_curve(149) == 0.0 and length_curve(6001) == 0.0
+    assert length_curve(150) == 0.0 and length_curve(3000) == 1.0 and length_curve(6000) == 1.0
+    assert length_curve(1575) == pytest.approx(0.5)
+    ramp = [length_curve(t) for t in range(150, 3001, 50)]
+    assert all(b > a for a, b in zip(ramp, ramp[1:]))  # strictly rising: no plateau inside the ramp
+
+
+def test_length_term_scores_and_metrics():
+    stmt = "brush.circle(100, 120, 30);\n"  # 28 chars with the collapsed newline -> 7 tokens each
+    rollouts = [Rollout("p", "", 0, 0, code=stmt * n) for n in (10, 200, 350, 2000)]
+    s = LengthTerm().score(rollouts)
+    assert s.dtype == torch.float32 and s.shape == (4,)
+    assert s[0] == 0 and 0 < s[1] < s[2] < 1 and s[3] == 0
+    with pytest.raises(ValueError):
+        LengthTerm(min_tokens=3000, full_tokens=150)
+
+
+def test_gate_term_reasons():
+    gates = [GateResult(True, "ok"), GateResult(False, "blank"), GateResult(False, "blank"), GateResult(False, "js_error")]
+    term = GateTerm()
+    s = term.score([Rollout("p", "", 0, 0, gate=g) for g in gates])
+    assert s.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert term.weight == 0.05 and term.name == "gate"
+    assert term.last_metrics["pass_rate"] == 0.25
+    assert term.last_metrics["fail/blank"] == 0.5 and term.last_metrics["fail/js_error"] == 0.25

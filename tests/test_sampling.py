@@ -1,0 +1,71 @@
+"""The hf sampler: shapes, masks, truncation, knobs, and log-probs the loss agrees with."""
+
+import pytest
+import torch
+from cpu_threads import one_thread  # noqa: F401  (fixture)
+
+from lit_watercolour import grpo
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
+from lit_watercolour.sampling import HFSampler, SamplingConfig, completion_mask_and_truncation
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return load_policy(PolicyConfig(tiny="qwen3", dtype="float32", lora_r=4, lora_alpha=8))
+
+
+def test_mask_stops_after_first_stop_token_and_flags_truncation():
+    ids = torch.tensor([[5, 9, 2, 7], [5, 6, 7, 8], [2, 2, 0, 0]])
+    mask, truncated = completion_mask_and_truncation(ids, stop_ids=[2])
+    assert mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert truncated.tolist() == [False, True, False]
+
+
+def test_sample_groups_masks_texts_and_streaming(policy):
+    model, tokenizer = policy
+    torch.manual_seed(0)
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=12, generation_batch_size=2))
+    seen = []
+    prompts = ["<|im_start|>user\nPaint a fox<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>user\nA pear<|im_end|>\n"]
+    batch = sampler.sample(prompts, n=3, on_completion=lambda row, text: seen.append((row, text)))
+    assert [row for row, _ in seen] == list(range(6))  # every row reported once, in order, as chunks finish
+    assert batch.groups == [0, 0, 0, 1, 1, 1]
+    assert batch.completion_ids.shape == batch.completion_mask.shape == batch.logps.shape
+    assert batch.completion_ids.shape[1] <= 12
+    stop = set(sampler.stop_ids)
+    for row in range(6):
+        kept = batch.completion_ids[row][batch.completion_mask[row].bool()].tolist()
+        assert batch.truncated[row] == (not any(t in stop for t in kept))
+        assert batch.texts[row] == seen[row][1] == tokenizer.decode(kept, skip_special_tokens=True)
+    assert (batch.logps <= 0).all() and (batch.logps[batch.completion_mask == 0] == 0).all()
+    assert batch.seconds > 0
+
+
+def test_sampling_logps_match_the_loss_logps(policy):
+    """The loss's own forward (training mode, one row at a time, no padding) gives a ratio of 1."""
+    model, tokenizer = policy
+    torch.manual_seed(1)
+    cfg = SamplingConfig(temperature=0.7, top_p=0.9, top_k=20, max_completion_length=10, logprob_batch_size=4)
+    prompts = ["<|im_start|>user\nPaint<|im_end|>\n", "<|im_start|>user\nA much longer prompt, a harbour at dusk<|im_end|>\n"]
+    model.train()
+    batch = HFSampler(model, tokenizer, cfg).sample(prompts, n=2)
+    assert model.training  # restored after generation
+    for row in range(4):
+        keep = batch.prompt_mask[row].bool()
+        logps, _ = completion_logps(
+            model, batch.prompt_ids[row : row + 1, keep], batch.prompt_mask[row : row + 1, keep],
+            batch.completion_ids[row : row + 1], batch.completion_mask[row : row + 1], cfg.temperature, 1,
+        )
+        mask = batch.completion_mask[row : row + 1]
+        torch.testing.assert_close(logps * mask, batch.logps[row : row + 1], atol=1e-5, rtol=1e-5)
+        _, metrics = grpo.grpo_loss(logps, torch.ones(1), mask, old_logps=batch.logps[row : row + 1], loss_type="grpo")
+        assert abs(metrics["ratio/mean"].item() - 1.0) < 1e-5
+
+
+def test_top_k_one_is_greedy(policy):
+    model, tokenizer = policy
+    batch = HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=8)).sample(["<|im_start|>user\n"], n=3)
+    assert batch.texts[0] == batch.texts[1] == batch.texts[2]
+    assert torch.equal(batch.completion_ids[0], batch.completion_ids[2])
