@@ -1,0 +1,13 @@
+// expect: not_webgl
+// a 2D canvas
+function setup() {
+  createCanvas(512, 512);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+}

@@ -1,0 +1,13 @@
+// expect: canvas
+// createCanvas in a loop (one call site)
+function setup() {
+  for (let i = 0; i < 3; i++) createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+}

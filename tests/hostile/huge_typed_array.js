@@ -1,0 +1,15 @@
+// expect: runtime_error
+// a 16 GiB typed array
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const big = new Float64Array(2 ** 31);
+  big[0] = 1;
+}

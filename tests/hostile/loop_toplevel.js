@@ -1,0 +1,15 @@
+// expect: timeout
+// a loop at the top level, before p5 starts
+let n = 0;
+while (n >= 0) n++;
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+}

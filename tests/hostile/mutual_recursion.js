@@ -1,0 +1,16 @@
+// expect: runtime_error
+// mutual recursion
+function a(n) { return b(n + 1); }
+function b(n) { return a(n + 1); }
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  a(0);
+}

@@ -1,0 +1,3 @@
+// expect: no_setup
+// no entry point at all
+brush.circle(256, 256, 80);

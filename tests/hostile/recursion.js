@@ -1,0 +1,15 @@
+// expect: runtime_error
+// unbounded recursion
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const f = (n) => f(n + 1) + 1;
+  f(0);
+}

@@ -1,0 +1,148 @@
+"""The gate, static and at runtime: each bad program fails with its own reason, good ones pass.
+
+Runtime cases run through real Chromium; the "evasive" variants slip past the static scan on
+purpose (computed names via `this[...]`, which is window inside setup/draw) so that the
+page's own blocking and recording are what catches them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lit_watercolour.gate import BRUSH_EXPORTS, REASONS, gate, static_gate
+from lit_watercolour.sketch import extract_code
+
+
+def sketch(extra: str = "", canvas: str = "createCanvas(512, 512, WEBGL);", paint: str | None = None) -> str:
+    paint = 'brush.fill("#c2366a", 160);\n  brush.circle(256, 256, 80);' if paint is None else paint
+    return f"""function setup() {{
+  {canvas}
+  angleMode(DEGREES);
+  noLoop();
+}}
+function draw() {{
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.scaleBrushes(2);
+  brush.noStroke();
+  {paint}
+  {extra}
+}}
+"""
+
+
+GOOD = sketch()
+
+STATIC_CASES = {
+    "no_code": ("Sorry, I cannot paint.", None),
+    "truncated_fence": ("Here:\n```js\nfunction setup() {\n  createCanvas(512, 512, WEBGL);\n", "truncated"),
+    "unbalanced": (sketch().rstrip().rstrip("}"), "truncated"),
+    "no_setup": ("function paint() { brush.circle(1, 1, 1); }", "no_setup"),
+    "not_webgl": (sketch(canvas="createCanvas(512, 512);"), "not_webgl"),
+    "fetch": (sketch('fetch("http://127.0.0.1:9/x");'), "network"),
+    "escaped_fetch": (sketch('\\u0066etch("http://127.0.0.1:9/x");'), "network"),
+    "dynamic_import": (sketch('import("http://127.0.0.1:9/x.js");'), "network"),
+    "websocket": (sketch('new WebSocket("ws://127.0.0.1:9");'), "network"),
+    "load_image": (sketch('loadImage("flower.png");'), "external_load"),
+    "data_uri": (sketch('const src = "data:image/png;base64,AAAA";'), "external_load"),
+    "inner_html": (sketch('document.body.innerHTML = "<img src=x>";'), "dom"),
+    "local_storage": (sketch('localStorage.setItem("a", "b");'), "dom"),
+    "create_element": (sketch('createDiv("hello");'), "dom"),
+    "text": (sketch('text("a hibiscus", 100, 100);'), "text"),
+    "eval": (sketch('eval("1 + 1");'), "eval"),
+    "function_ctor": (sketch('new Function("return 1")();'), "eval"),
+    "resize": (sketch("resizeCanvas(1024, 1024);"), "canvas"),
+    "two_canvases": (sketch(canvas="createCanvas(512, 512, WEBGL); createCanvas(512, 512, WEBGL);"), "canvas"),
+    "unknown_brush": (sketch("brush.bleed(0.2);"), "unknown_brush_method"),
+    "computed_brush": (sketch('brush["fi" + "ll"]("#000", 100);'), "unknown_brush_method"),
+    "bare_ellipse": (sketch("ellipse(100, 100, 50, 50);"), "bare_primitives"),
+    "no_painting": (sketch(paint=""), "no_brush_painting"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_CASES))
+def test_static_gate_rejects(name):
+    completion, reason = STATIC_CASES[name]
+    code = extract_code(completion) if completion.startswith(("Sorry", "Here")) else completion
+    verdict = static_gate(code, completion)
+    expected = reason or "no_code"
+    assert verdict is not None and verdict.reason == expected, verdict
+    assert verdict.reason in REASONS
+
+
+def test_static_gate_ignores_comments_and_strings():
+    code = sketch('// a point(256, 256) at the centre, like text("x") or fetch()\n  const note = "ellipse(1,2) document";')
+    assert static_gate(code) is None
+
+
+def test_fixture_sketches_pass_static_gate(sketches):
+    assert len(sketches) >= 6
+    for name, code in sketches.items():
+        assert static_gate(code) is None, name
+
+
+def test_brush_export_table_matches_the_real_library(render_pool):
+    from lit_watercolour.render import RenderPool  # the page's own view of `brush`
+
+    async def keys():
+        async with RenderPool(size=1) as pool:
+            warm = await pool._take_page()
+            try:
+                return set(await warm.page.evaluate("Object.keys(brush)"))
+            finally:
+                await pool._discard(warm)
+
+    assert asyncio.run(keys()) == BRUSH_EXPORTS
+
+
+# Runtime: (code, reason, must the static gate let it through?)
+RUNTIME_CASES = {
+    "syntax_error": (sketch("let x = ;"), "syntax_error"),
+    "throws": (sketch('throw new Error("boom");'), "runtime_error"),
+    "throws_non_error": (sketch("throw 42;"), "runtime_error"),
+    "infinite_loop": (sketch("while (true) {}"), "timeout"),
+    "blank": (sketch(paint='brush.fill("#c2366a", 160);\n  brush.circle(-400, -400, 30);'), "blank_canvas"),
+    "fetch_evasive": (sketch('this["fe" + "tch"]("http://127.0.0.1:9/x");'), "network"),
+    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "network"),
+    "load_image_evasive": (sketch('this["load" + "Image"]("flower.png");'), "external_load"),
+    "inner_html_evasive": (sketch('this["docu" + "ment"].body["inner" + "HTML"] = "<h1>hibiscus</h1>";'), "dom"),
+    "storage_evasive": (sketch('this["local" + "Storage"].setItem("a", "b");'), "dom"),
+    "text_evasive": (sketch('this["te" + "xt"]("a hibiscus", 100, 100);'), "text"),
+    "eval_evasive": (sketch('[].map["constr" + "uctor"]("return 1")();'), "eval"),
+    "giant_canvas": (sketch(canvas="createCanvas(4096, 4096, WEBGL);"), "canvas"),
+    "bare_evasive": (sketch('this["ell" + "ipse"](100, 100, 80, 80);'), "bare_primitives"),
+}
+
+
+@pytest.fixture(scope="module")
+def runtime_verdicts(render_pool):
+    names = sorted(RUNTIME_CASES)
+    futures = {n: render_pool.submit(RUNTIME_CASES[n][0], 1, timeout_s=8.0) for n in names}
+    good = render_pool.submit(GOOD, 1)
+    verdicts = {n: gate(RUNTIME_CASES[n][0], f.result()) for n, f in futures.items()}
+    after = render_pool.submit(GOOD, 1).result()  # the pool keeps serving afterwards
+    return verdicts, gate(GOOD, good.result()), gate(GOOD, after)
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_CASES))
+def test_runtime_gate_rejects(name, runtime_verdicts):
+    code, reason = RUNTIME_CASES[name]
+    assert static_gate(code) is None, "the static scan must let this one through to the page"
+    verdict = runtime_verdicts[0][name]
+    assert not verdict.passed and verdict.reason == reason, verdict
+
+
+def test_good_sketch_passes_before_and_after_bad_ones(runtime_verdicts):
+    _, before, after = runtime_verdicts
+    assert before.passed and before.reason == "ok"
+    assert after.passed and after.reason == "ok"
+
+
+def test_fixture_sketches_pass_the_gate(render_pool, sketches):
+    names = sorted(sketches)
+    results = render_pool.render_many([sketches[n] for n in names], [0] * len(names))
+    for name, result in zip(names, results):
+        verdict = gate(sketches[name], result)
+        assert verdict.passed, (name, verdict)
