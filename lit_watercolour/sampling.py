@@ -132,7 +132,11 @@ class HFSampler:
         )
 
 
-def build_sampler(backend: str, model: torch.nn.Module, tokenizer, config: SamplingConfig) -> Sampler:
+def build_sampler(backend: str, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config=None) -> Sampler:
     if backend == "hf":
         return HFSampler(model, tokenizer, config)
-    raise ValueError(f"unknown sampler backend {backend!r}; available: hf")
+    if backend in ("vllm", "vllm-server"):
+        from lit_watercolour.sampling_vllm import build_vllm_sampler  # sampling_vllm imports this module
+
+        return build_vllm_sampler(backend, model, tokenizer, config, vllm_config)
+    raise ValueError(f"unknown sampler backend {backend!r}; available: hf, vllm, vllm-server")

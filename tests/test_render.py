@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 
 import numpy as np
 import psutil
@@ -110,13 +111,12 @@ def test_fifty_renders_through_four_pages_leave_no_processes():
         during = _chromium_descendants() - before
     assert all(r.error is None and r.png and not r.infra_error for r in results)
     assert during, "the pool's Chromium should have been visible while it ran"
+    deadline = time.monotonic() + 30  # processes exit asynchronously after close; a loaded box is slow
     leftover = _chromium_descendants() - before
-    for _ in range(50):  # processes exit asynchronously after close
-        if not leftover:
-            break
-        psutil.wait_procs([psutil.Process(p) for p in leftover if psutil.pid_exists(p)], timeout=0.1)
-        leftover = {p for p in _chromium_descendants() - before}
-    assert not leftover
+    while leftover and time.monotonic() < deadline:
+        psutil.wait_procs([psutil.Process(p) for p in leftover if psutil.pid_exists(p)], timeout=0.5)
+        leftover = _chromium_descendants() - before
+    assert not leftover, [(p, psutil.Process(p).status(), psutil.Process(p).cmdline()[:3]) for p in leftover]
 
 
 def test_browser_death_is_recovered():
