@@ -15,13 +15,15 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import torch
 from peft import PeftModel
 
+from loopback import LoopbackServer
 
-class CompletionsServer:
+
+class CompletionsServer(LoopbackServer):
     def __init__(self, base_model: torch.nn.Module, tokenizer, hold_first: bool = False) -> None:
         self.base, self.tokenizer, self.hold_first = base_model.eval(), tokenizer, hold_first
         self.adapters: dict[str, torch.nn.Module] = {}
@@ -53,21 +55,7 @@ class CompletionsServer:
                 if self.path == "/v1/completions":
                     server._answered_one.set()
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "CompletionsServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
     def load(self, body: dict):
         model = PeftModel.from_pretrained(copy.deepcopy(self.base), body["lora_path"]).eval()

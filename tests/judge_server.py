@@ -12,11 +12,14 @@ import io
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
 
 import numpy as np
 from PIL import Image
+
+from loopback import LoopbackServer
+
 
 # policy(body, index) -> (status, headers, reply text or raw bytes)
 Policy = Callable[[dict, int], tuple[int, dict, "str | bytes"]]
@@ -75,7 +78,7 @@ def serving(backend) -> Policy:
     return policy
 
 
-class JudgeServer:
+class JudgeServer(LoopbackServer):
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.received: list[dict] = []
@@ -104,18 +107,4 @@ class JudgeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "JudgeServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)

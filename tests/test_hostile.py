@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 from PIL import Image
 
 from lit_watercolour.gate import REASONS, gate, static_gate
 from lit_watercolour.render import ThreadedRenderPool
+from processes import chromium_descendants
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 LIMIT_S = 8.0
@@ -32,16 +32,6 @@ def load_corpus() -> dict[str, tuple[str, set[str]]]:
         corpus[path.stem] = (code, set(first.removeprefix("// expect: ").split("|")))
     return corpus
 
-
-def chromium_descendants() -> set[int]:
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "chrom" in child.name().lower():
-                found.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return found
 
 
 def test_hostile_corpus(tmp_path, monkeypatch, sketches):

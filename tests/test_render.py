@@ -12,6 +12,7 @@ import psutil
 from PIL import Image
 
 from lit_watercolour.render import RenderPool, ThreadedRenderPool, painted_fraction
+from processes import chromium_descendants
 
 SMALL = """function setup() {
   createCanvas(512, 512, WEBGL);
@@ -91,31 +92,20 @@ def test_painted_fraction_counts_pixels_off_the_background():
     assert painted_fraction(buf.getvalue()) == 0.01
 
 
-def _chromium_descendants() -> set[int]:
-    me = psutil.Process()
-    found = set()
-    for child in me.children(recursive=True):
-        try:
-            if "chrom" in child.name().lower():
-                found.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
 
 def test_fifty_renders_through_four_pages_leave_no_processes():
-    before = _chromium_descendants()
+    before = chromium_descendants()
     # relaunch_every=20: the browser is replaced twice while renders are in flight on it.
     with ThreadedRenderPool(size=4, timeout_s=60.0, relaunch_every=20) as pool:
         results = pool.render_many([EMPTY] * 50, list(range(50)))  # cheap: this is about the pages
-        during = _chromium_descendants() - before
+        during = chromium_descendants() - before
     assert all(r.error is None and r.png and not r.infra_error for r in results)
     assert during, "the pool's Chromium should have been visible while it ran"
     deadline = time.monotonic() + 30  # processes exit asynchronously after close; a loaded box is slow
-    leftover = _chromium_descendants() - before
+    leftover = chromium_descendants() - before
     while leftover and time.monotonic() < deadline:
         psutil.wait_procs([psutil.Process(p) for p in leftover if psutil.pid_exists(p)], timeout=0.5)
-        leftover = _chromium_descendants() - before
+        leftover = chromium_descendants() - before
     assert not leftover, [(p, psutil.Process(p).status(), psutil.Process(p).cmdline()[:3]) for p in leftover]
 
 

@@ -1,0 +1,61 @@
+"""Does the default run learn? Mean reward of the first k steps against the last k, over seeds.
+
+Runs `python -m lit_watercolour fit` (the offline default config) once per seed, then reads each
+run's metrics.csv. Learning is claimed only if the mean improvement exceeds the seed-to-seed
+spread (the std over seeds of the first-k mean):
+
+    python scripts/learning_curve.py --seeds 0 1 2 --steps 24 --k 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(seed: int, steps: int, out: Path) -> Path:
+    args = [sys.executable, "-m", "lit_watercolour", "fit", "--seed_everything", str(seed), "--data.seed", str(seed),
+            "--trainer.max_steps", str(steps), "--trainer.default_root_dir", str(out),
+            "--trainer.logger.init_args.save_dir", str(out), "--trainer.enable_progress_bar", "false"]
+    subprocess.run(args, cwd=ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return next(out.glob("*/version_*/metrics.csv"))
+
+
+def curve(metrics: Path, key: str) -> list[float]:
+    return [float(r[key]) for r in csv.DictReader(metrics.open()) if r.get(key)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--k", type=int, default=5, help="steps averaged at each end")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "learning_curve")
+    args = ap.parse_args()
+    firsts, lasts = [], []
+    for seed in args.seeds:
+        metrics = run(seed, args.steps, args.out / f"seed{seed}")
+        rewards, passed = curve(metrics, "reward"), curve(metrics, "gate/pass_rate")
+        first, last = statistics.mean(rewards[: args.k]), statistics.mean(rewards[-args.k :])
+        firsts.append(first)
+        lasts.append(last)
+        print(json.dumps({"seed": seed, "first_k_reward": round(first, 4), "last_k_reward": round(last, 4),
+                          "first_k_pass": round(statistics.mean(passed[: args.k]), 3),
+                          "last_k_pass": round(statistics.mean(passed[-args.k :]), 3),
+                          "rewards": [round(r, 3) for r in rewards]}), flush=True)
+    gains = [b - a for a, b in zip(firsts, lasts)]
+    spread = statistics.stdev(firsts) if len(firsts) > 1 else float("nan")
+    print(json.dumps({"mean_gain": round(statistics.mean(gains), 4), "gains": [round(g, 4) for g in gains],
+                      "seed_spread_first_k": round(spread, 4), "learns": statistics.mean(gains) > spread}))
+
+
+if __name__ == "__main__":
+    main()
