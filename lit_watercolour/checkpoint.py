@@ -5,6 +5,12 @@ next to it a `<name>-adapter/` folder holds what users load with
 `PeftModel.from_pretrained(base, folder)`. At the end of `fit` the last adapter can be
 uploaded with `HfApi.upload_folder`; a `hub_repo` that is a local path receives a copy instead
 (offline runs and tests).
+
+SIGTERM (a scheduler's preemption, `kill`): Lightning's handler only raises a flag, and a
+single-process run would act on it at the end of the epoch, which an endless prompt stream
+never reaches. `AdapterCheckpoint` checks the flag after each step instead: it writes
+`last.ckpt` (whatever `save_last` says) and stops the trainer, so `--ckpt_path last` resumes
+at the next step. Lightning then exits with SIGTERMException (a SystemExit, status 0).
 """
 
 from __future__ import annotations
@@ -73,6 +79,18 @@ class AdapterCheckpoint(ModelCheckpoint):
         if trainer.is_global_zero:
             self.last_adapter = adapter_dir(filepath)
             trainer.lightning_module.save_adapter(self.last_adapter)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args, **kwargs) -> None:
+        super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
+        if trainer.received_sigterm and not trainer.should_stop:
+            trainer.should_stop = True
+            if self.save_last and self._last_global_step_saved == trainer.global_step:
+                return  # this step's last.ckpt is written already
+            save_last, self.save_last = self.save_last, True
+            try:
+                self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+            finally:
+                self.save_last = save_last
 
     def _remove_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
         super()._remove_checkpoint(trainer, filepath)

@@ -4,6 +4,21 @@ Manual optimisation, because one batch of prompts makes one rollout batch that i
 micro-batches (gradient accumulation) and may be reused for `num_iterations` optimizer steps.
 Rendering overlaps sampling: each completion goes to the Chromium pool as soon as it is
 decoded. Reward terms are the trainer's `RewardTerm` callbacks.
+
+Failures, and what a step does with them:
+- A missing score (NaN: a judge or scorer that failed after its retries, or a render the
+  browser failed twice) leaves its rollout out of its group's baseline and gives it advantage
+  0 (`grpo.group_advantages`); the share is logged as `frac_reward_missing`. When every
+  rollout of the step is missing there is nothing to learn from: the update is skipped.
+- A non-finite loss or gradient norm skips the update too, with the gradients dropped.
+- A skipped update still counts as a step: global_step and the LR schedule advance, so
+  `max_steps`, checkpoints and the prompt stream stay aligned, but no weight or optimizer
+  state changes. `train/skipped_missing` and `train/skipped_nonfinite` are 1 on such steps.
+- Each finished step appends its rollouts to `rollouts.jsonl` (`lit_watercolour.runlog`) in
+  `rollout_log_dir`, by default the logger's root folder beside its version_N folders, after
+  its update; a resumed run cuts the file back to the checkpoint's step first, so each step
+  it keeps is there exactly once.
+- SIGTERM: `AdapterCheckpoint` saves `last.ckpt` at the end of the current step and stops.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ from lit_watercolour.render import ThreadedRenderPool
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
 from lit_watercolour.rollout import GateResult, RenderResult, Rollout
+from lit_watercolour.runlog import ROLLOUTS_FILE, RolloutLog, rollout_records
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
 from lit_watercolour.sketch import extract_code
 
@@ -41,6 +57,7 @@ class GRPOConfig:
     epsilon: float = 0.2
     epsilon_high: float | None = None  # None: epsilon; DAPO's clip-higher uses 0.28
     beta: float = 0.0  # k3 KL to the reference (the adapter switched off)
+    use_bias_correction_kl: bool = True  # KL times the importance ratio (TRL 1.16's default)
     scale_rewards: grpo.ScaleRewards = "group"
     mask_truncated_completions: bool = False
 
@@ -70,6 +87,7 @@ class GRPOModule(pl.LightningModule):
         predict_generations: int = 1,  # paintings per subject in `predict`
         predict_dir: str = "paintings",
         cpu_threads: int = 0,  # torch intra-op threads; 0 keeps torch's default. 1 suits tiny models beside Chromium
+        rollout_log_dir: str | None = None,  # folder of rollouts.jsonl; None: the logger's root (no logger: no log)
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -90,6 +108,8 @@ class GRPOModule(pl.LightningModule):
         self.render_pool_size, self.render_kwargs = render_pool_size, render_kwargs or {}
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
         self.cpu_threads = cpu_threads
+        self.rollout_log_dir = rollout_log_dir
+        self.rollout_log: RolloutLog | None = None
         self.policy_model = None
         self.tokenizer = None
         self.pool: ThreadedRenderPool | None = None
@@ -112,6 +132,17 @@ class GRPOModule(pl.LightningModule):
 
     def on_fit_start(self) -> None:
         self._open_pool()
+
+    def on_train_start(self) -> None:
+        # the checkpoint's loop state is restored by now: steps after it will be trained again.
+        # The logger's root, not its version folder: a resumed run gets a new version, one log.
+        logger = self.trainer.logger
+        folder = self.rollout_log_dir or (logger and (getattr(logger, "root_dir", None) or logger.save_dir))
+        if folder is None:
+            return
+        self.rollout_log = RolloutLog(Path(folder) / ROLLOUTS_FILE)
+        if self.trainer.is_global_zero:
+            self.rollout_log.truncate(self.trainer.global_step)
 
     def on_validation_start(self) -> None:
         self._open_pool()
@@ -170,14 +201,15 @@ class GRPOModule(pl.LightningModule):
 
     def rollout(self, prompts: list[Prompt], n: int) -> tuple[SampleBatch, list[Rollout], dict[str, float]]:
         """Sample n completions per prompt, rendering each as soon as it is decoded; gate them all."""
-        rollouts: list[Rollout] = []
+        # indexed by row: a backend may finish rows in any order
+        rollouts: list[Rollout | None] = [None] * (len(prompts) * n)
         futures: dict[int, object] = {}
         static: dict[int, GateResult] = {}
 
         def on_completion(row: int, text: str) -> None:
             p = prompts[row // n]
             code = extract_code(text)
-            rollouts.append(Rollout(prompt=p.subject, completion=text, group=row // n, seed=p.seed, code=code))
+            rollouts[row] = Rollout(prompt=p.subject, completion=text, group=row // n, seed=p.seed, code=code)
             verdict = static_gate(code, text)
             if verdict is not None:
                 static[row] = verdict
@@ -185,6 +217,9 @@ class GRPOModule(pl.LightningModule):
                 futures[row] = self.pool.submit(code, p.seed)
 
         batch = self.sampler.sample([p.text for p in prompts], n, on_completion)
+        if None in rollouts:
+            missing = [row for row, r in enumerate(rollouts) if r is None]
+            raise RuntimeError(f"the sampler reported no completion for rows {missing}")
         t0 = time.perf_counter()
         for row, r in enumerate(rollouts):
             r.num_tokens = int(batch.completion_mask[row].sum())
@@ -258,6 +293,7 @@ class GRPOModule(pl.LightningModule):
         sums: dict[str, float] = {}
         extremes: dict[str, float] = {}
         entropy_sum = tokens = 0.0
+        finite = True
         opt.zero_grad()
         for sl, p_keep, c_len in self.micro_batches(batch, mask):
             prompt_ids, prompt_mask = batch.prompt_ids[sl][:, p_keep], batch.prompt_mask[sl][:, p_keep]
@@ -274,9 +310,11 @@ class GRPOModule(pl.LightningModule):
             loss, metrics = grpo.grpo_loss(
                 logps, advantages[sl].to(logps.device), m.to(logps.device),
                 old_logps=old, ref_logps=ref, loss_type=g.loss_type, epsilon=g.epsilon,
-                epsilon_high=g.epsilon_high, beta=g.beta, num_items_in_batch=num_items,
+                epsilon_high=g.epsilon_high, beta=g.beta, use_bias_correction_kl=g.use_bias_correction_kl,
+                num_items_in_batch=num_items,
                 max_completion_length=c.max_completion_length, gradient_accumulation_steps=accumulation,
             )
+            finite = finite and bool(torch.isfinite(loss))
             self.manual_backward(loss)
             n_tok = float(m.sum())
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
@@ -292,18 +330,32 @@ class GRPOModule(pl.LightningModule):
                     sums[k] = sums.get(k, 0.0) + float(v) * n_tok  # token-weighted over micro-batches
             entropy_sum += float((entropy.detach() * m).sum())
             tokens += n_tok
-        if self.optim_config.max_grad_norm > 0:
+        params = [p for p in self.policy_model.parameters() if p.requires_grad]
+        grads = [p.grad for p in params if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+        finite = finite and bool(torch.isfinite(grad_norm))
+        if finite and self.optim_config.max_grad_norm > 0:
             # plain torch clipping: weights are already in policy.dtype, no loss scaler (no "16-mixed")
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                [p for p in self.policy_model.parameters() if p.requires_grad], self.optim_config.max_grad_norm
-            )
-            sums["grad_norm"] = float(grad_norm)
+            torch.nn.utils.clip_grads_with_norm_(params, self.optim_config.max_grad_norm, grad_norm)
+        sums["grad_norm"] = float(grad_norm)
         lr = sched.get_last_lr()[0]  # the rate this step uses
-        opt.step()
-        sched.step()
+        if finite:
+            opt.step()
+            sched.step()
+        else:
+            self.skip_step()
         out = {k: v / max(tokens, 1.0) if "/" in k or k == "kl" else v for k, v in sums.items()}
         out.update(extremes, entropy=entropy_sum / max(tokens, 1.0), lr=lr)
+        out["train/skipped_nonfinite"] = float(not finite)
         return out
+
+    def skip_step(self) -> None:
+        """Count a step without learning: gradients dropped, so the optimizer leaves every
+        parameter and its state alone, while global_step and the LR schedule advance."""
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        opt.zero_grad(set_to_none=True)  # torch (and bitsandbytes) optimizers skip params without .grad
+        opt.step()
+        sched.step()
 
     def training_step(self, prompts: list[Prompt], batch_idx: int) -> None:
         g = self.grpo_config
@@ -322,14 +374,21 @@ class GRPOModule(pl.LightningModule):
         metrics.update({"completions/mean_length": lengths.mean().item(), "completions/max_length": lengths.max().item(),
                         "completions/clipped_ratio": batch.truncated.float().mean().item()})
         t0 = time.perf_counter()
+        all_missing = bool(torch.isnan(rewards).all())
+        metrics["train/skipped_missing"] = float(all_missing)
         for _ in range(g.num_iterations):
-            metrics.update(self.policy_step(batch, advantages))
+            if all_missing:  # no score at all: nothing to learn from this batch
+                self.skip_step()
+            else:
+                metrics.update(self.policy_step(batch, advantages))
         update_s = time.perf_counter() - t0
         trained_tokens = float(batch.completion_mask.sum() + batch.prompt_mask.sum()) * g.num_iterations
         metrics.update({"time/update_s": update_s, "time/update_tokens_per_s": trained_tokens / max(update_s, 1e-9),
                         "time/step_s": time.perf_counter() - step_start})
         self.sampler.sync_weights(self.policy_model)
         self.last_rollouts, self.last_scores, self.last_rewards = rollouts, scores, rewards
+        if self.rollout_log is not None and self.trainer.is_global_zero:
+            self.rollout_log.append(rollout_records(self.trainer.global_step, rollouts, scores, rewards, advantages))
         reward = metrics.pop("reward")
         self.log("reward", reward, prog_bar=True, batch_size=len(rollouts))
         self.log_dict({k: v for k, v in metrics.items() if not math.isnan(v)}, batch_size=len(rollouts))

@@ -240,12 +240,21 @@ class RenderPool:
         return _WarmPage(context, page, crashed, violations, browser)
 
     async def _take_page(self) -> _WarmPage:
-        """A warm page, counted busy until `_discard`; its replacement starts warming at once."""
+        """A warm page, counted busy until `_discard`; its replacement starts warming at once.
+        A page that was warming on a browser that has since died is skipped, not handed out
+        (it would spend the render's one retry)."""
+        failures = 0
         while True:
             task = await self._warm.get()
             if not self._closed:
                 self._warm.put_nowait(asyncio.ensure_future(self._new_page()))
-            warm = await task
+            try:
+                warm = await task
+            except (PlaywrightError, RuntimeError):
+                failures += 1
+                if failures > self.size:  # every warm page failed: the browser itself cannot start
+                    raise
+                continue
             if warm.browser.is_connected():
                 self._busy[warm.browser] = self._busy.get(warm.browser, 0) + 1
                 return warm

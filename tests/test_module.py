@@ -182,3 +182,28 @@ def test_prompt_stream_resumes_where_it_stopped(painter):
     flat = [p for batch in first for p in batch]
     assert sorted(p.subject for p in flat[:3]) == subjects
     assert len({p.seed for p in flat}) == len(flat)
+
+
+def test_rows_reported_out_of_order_keep_their_own_completion_and_render(render_pool):
+    """A backend that finishes rows in any order (a vLLM server) must not shuffle rollouts."""
+    from lit_watercolour.data import Prompt
+    from lit_watercolour.tiny_models import tiny_tokenizer
+    from scripted_sampler import ScriptedSampler
+
+    sketch = ("```js\nfunction setup() {{ createCanvas(512, 512, WEBGL); noLoop(); }}\nfunction draw() {{\n"
+              '  console.log("row {row}");\n  translate(-width / 2, -height / 2);\n  background("#fbf7ee");\n'
+              '  brush.noStroke();\n  brush.fill("#3a6ea5", 170);\n  brush.circle(256, 256, 60);\n}}\n```')
+    texts = [sketch.format(row=i) for i in range(4)]
+    texts[2] = "no code in this one"  # a static gate failure between rendered rows
+    prompts = [Prompt("a peach hibiscus", "p0", seed=11), Prompt("a blue iris", "p1", seed=22)]
+    module = GRPOModule(grpo_config=GRPOConfig(num_generations=2))
+    module.pool = render_pool
+    module.sampler = ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0])
+    batch, rollouts, _ = module.rollout(prompts, 2)
+    assert [r.completion for r in rollouts] == texts == batch.texts
+    assert [(r.prompt, r.group, r.seed) for r in rollouts] == [
+        ("a peach hibiscus", 0, 11), ("a peach hibiscus", 0, 11), ("a blue iris", 1, 22), ("a blue iris", 1, 22)]
+    assert rollouts[2].render is None and not rollouts[2].gate.passed
+    for row in (0, 1, 3):
+        assert rollouts[row].render.console == [f"log: row {row}"], row
+    assert [r.num_tokens for r in rollouts] == batch.completion_mask.sum(1).tolist()
