@@ -45,6 +45,7 @@ from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
 from lit_watercolour.rollout import GateResult, RenderResult, Rollout
 from lit_watercolour.runlog import ROLLOUTS_FILE, RolloutLog, rollout_records
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
+from lit_watercolour.sampling_vllm import VLLMConfig
 from lit_watercolour.sketch import extract_code
 
 
@@ -81,7 +82,8 @@ class GRPOModule(pl.LightningModule):
         sampling: SamplingConfig | None = None,
         grpo_config: GRPOConfig | None = None,
         optim: OptimConfig | None = None,
-        sampler: Literal["hf"] = "hf",
+        sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
+        vllm: VLLMConfig | None = None,  # vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder
         render_pool_size: int = 2,  # warm Chromium pages
         render_kwargs: dict | None = None,  # further ThreadedRenderPool arguments (timeouts, browser path)
         predict_generations: int = 1,  # paintings per subject in `predict`
@@ -105,6 +107,7 @@ class GRPOModule(pl.LightningModule):
         })
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
+        self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
         self.render_pool_size, self.render_kwargs = render_pool_size, render_kwargs or {}
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
         self.cpu_threads = cpu_threads
@@ -128,7 +131,9 @@ class GRPOModule(pl.LightningModule):
             # a tiny model's kernels are too small to split: extra threads only fight the renderer
             torch.set_num_threads(self.cpu_threads)
         self.policy_model, self.tokenizer = load_policy(self.policy_config)
-        self.sampler = build_sampler(self.sampler_backend, self.policy_model, self.tokenizer, self.sampling_config)
+        self.sampler = build_sampler(
+            self.sampler_backend, self.policy_model, self.tokenizer, self.sampling_config, self.vllm_config
+        )
 
     def on_fit_start(self) -> None:
         self._open_pool()

@@ -61,7 +61,7 @@ class VLLMConfig:
     keep_adapters: int = 2  # newest snapshots kept on disk
     # `vllm-server` backend
     base_url: str = "http://127.0.0.1:8000/v1"
-    api_key: str | None = None
+    api_key_env: str | None = None  # name of the env var holding the server's key (never the key: configs are logged)
     request_timeout_s: float = 3600.0
     max_concurrent_requests: int = 32
     split_generations: bool = False  # n requests of n=1 per prompt: each completion returns as it ends
@@ -333,7 +333,8 @@ class VLLMServerSampler:
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig) -> None:
         self.model, self.tokenizer, self.config, self.vllm_config = model, tokenizer, config, vllm_config
         self.stop_ids = stop_token_ids(model, tokenizer)
-        headers = {"Authorization": f"Bearer {vllm_config.api_key}"} if vllm_config.api_key else {}
+        api_key = os.environ.get(vllm_config.api_key_env) if vllm_config.api_key_env else None
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(
             base_url=vllm_config.base_url.rstrip("/"), headers=headers, timeout=vllm_config.request_timeout_s,
             limits=httpx.Limits(max_connections=vllm_config.max_concurrent_requests),
