@@ -4,7 +4,7 @@ Runs `python -m lit_watercolour fit` (the offline default config) once per seed,
 run's metrics.csv. Learning is claimed only if the mean improvement exceeds the seed-to-seed
 spread (the std over seeds of the first-k mean):
 
-    python scripts/learning_curve.py --seeds 0 1 2 --steps 24 --k 5
+    python scripts/learning_curve.py --seeds 0 1 2 --steps 30 --k 5
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def curve(metrics: Path, key: str) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--k", type=int, default=5, help="steps averaged at each end")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "learning_curve")
     args = ap.parse_args()
