@@ -95,7 +95,7 @@ class _TokenLogpsAndEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, ids: Tensor, temperature: float, chunk_size: int):
+    def forward(ctx, logits: Tensor, ids: Tensor, temperature: float, chunk_size: int, overwrite_logits: bool):
         ctx.set_materialize_grads(False)  # entropy is often only logged: skip its zero gradient
         dtype = torch.promote_types(logits.dtype, torch.float32)
         lse = logits.new_empty(ids.shape, dtype=dtype)
@@ -104,13 +104,14 @@ class _TokenLogpsAndEntropy(torch.autograd.Function):
         for b, s in _chunks(ids.shape, chunk_size):
             lse[b, s], mean_z[b, s], target_z[b, s] = _chunk_stats(logits[b, s], ids[b, s], dtype, temperature)
         ctx.save_for_backward(logits, ids, lse, mean_z)
-        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        ctx.temperature, ctx.chunk_size, ctx.overwrite_logits = temperature, chunk_size, overwrite_logits
         return target_z - lse, lse - mean_z
 
     @staticmethod
     def backward(ctx, grad_logps: Tensor | None, grad_entropy: Tensor | None):
         logits, ids, lse, mean_z = ctx.saved_tensors
-        grad = torch.zeros_like(logits)
+        # each chunk is read (copied to float32) before its gradient is written over it
+        grad = logits if ctx.overwrite_logits else torch.empty_like(logits)
         for b, s in _chunks(ids.shape, ctx.chunk_size):
             grad[b, s] = _chunk_grad(
                 logits[b, s],
@@ -121,7 +122,7 @@ class _TokenLogpsAndEntropy(torch.autograd.Function):
                 None if grad_entropy is None else grad_entropy[b, s],
                 ctx.temperature,
             )
-        return grad, None, None, None
+        return grad, None, None, None, None
 
 
 # One chunk per call, so its tiles are freed on return, before the next chunk allocates its own.
@@ -158,7 +159,7 @@ def _chunks(shape: torch.Size, chunk_size: int):
 
 
 def token_logps_and_entropy(
-    logits: Tensor, ids: Tensor, temperature: float = 1.0, chunk_size: int = 1024
+    logits: Tensor, ids: Tensor, temperature: float = 1.0, chunk_size: int = 1024, overwrite_logits: bool = False
 ) -> tuple[Tensor, Tensor]:
     """Log-prob of each `ids` token and the entropy of each position's distribution, both [B, T].
 
@@ -169,12 +170,16 @@ def token_logps_and_entropy(
     Results are float32 (float64 for float64 logits), differentiable in logits; memory beyond
     the logits and their gradient is O(B*T) plus two [chunk_size, V] float32 working tiles.
     Padding positions are computed too; mask them downstream.
+
+    `overwrite_logits=True` makes backward write the gradient into the logits' own storage, so
+    the peak holds one [B, T, V] tensor instead of two (18.5 GiB less at 8 x 8192 x 152k in bf16).
+    Only for logits nothing reads after backward, such as a forward's output used once.
     """
     if temperature <= 0:
         raise ValueError("temperature must be positive")
     if logits.ndim != 3 or logits.shape[:2] != ids.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and ids {tuple(ids.shape)} must be [B, T, V] and [B, T]")
-    return _TokenLogpsAndEntropy.apply(logits, ids, temperature, chunk_size)
+    return _TokenLogpsAndEntropy.apply(logits, ids, temperature, chunk_size, overwrite_logits)
 
 
 # --- the loss ---------------------------------------------------------------------------------

@@ -133,15 +133,17 @@ def completion_logps(
     Sampling, the old-policy pass, the reference pass and the loss all go through here, so
     they agree token for token (checked against `generate`'s own logits, left padding included).
     """
-    ids = torch.cat([prompt_ids, completion_ids], 1)
-    mask = torch.cat([prompt_mask, completion_mask], 1)
+    # The last completion token is only ever a target: leaving it out of the input makes the last
+    # `width` logits exactly the predictions needed, so no [B, C, V] slice and no zero-padded
+    # gradient of the full logits are ever made (20 GB a micro-batch at 8 x 8192 x 152k in bf16).
+    ids = torch.cat([prompt_ids, completion_ids[:, :-1]], 1)
+    mask = torch.cat([prompt_mask, completion_mask[:, :-1]], 1)
     width = completion_ids.shape[1]
     logps, entropies = [], []
     for lo in range(0, ids.shape[0], batch_size):
         sl = slice(lo, lo + batch_size)
-        # logits of the last `width + 1` positions; the final one predicts past the completion
-        logits = model(input_ids=ids[sl], attention_mask=mask[sl], logits_to_keep=width + 1, use_cache=False).logits
-        lp, ent = token_logps_and_entropy(logits[:, :-1], completion_ids[sl], temperature)
+        logits = model(input_ids=ids[sl], attention_mask=mask[sl], logits_to_keep=width, use_cache=False).logits
+        lp, ent = token_logps_and_entropy(logits, completion_ids[sl], temperature, overwrite_logits=True)  # used once
         logps.append(lp)
         entropies.append(ent)
     return torch.cat(logps), torch.cat(entropies)

@@ -60,6 +60,7 @@ LAUNCH_ARGS: tuple[str, ...] = (
 )
 
 PAINT_DISTANCE = 32.0  # RGB distance from the modal colour that counts as paint (recipe)
+WARM_TIMEOUT_S = 60.0  # warming a page takes ~1 s; a minute means its browser is wedged
 
 
 def chromium_executable(explicit: str | None = None) -> str | None:
@@ -108,6 +109,7 @@ class _WarmPage:
     crashed: asyncio.Future
     violations: list[str]  # requests the router refused, seen outside the page
     browser: Browser
+    disconnected: asyncio.Future  # done when the browser is gone: calls on it may then never return
 
 
 class RenderPool:
@@ -147,6 +149,7 @@ class RenderPool:
         self._browser_lock = asyncio.Lock()
         self._renders_on_browser = 0
         self._busy: dict[Browser, int] = {}  # renders in flight per browser
+        self._disconnected: dict[Browser, asyncio.Future] = {}
         self._retired: set[Browser] = set()
         self._slots = asyncio.Semaphore(size)
         self._warm: asyncio.Queue[asyncio.Task] = asyncio.Queue()
@@ -183,6 +186,7 @@ class RenderPool:
             except (PlaywrightError, asyncio.TimeoutError):
                 pass
         self._retired.clear()
+        self._disconnected.clear()
         self._browser = None
         if self._playwright is not None:
             await self._playwright.stop()
@@ -198,14 +202,31 @@ class RenderPool:
                 self._retired.add(old)  # closed once its last render is done
                 await self._close_if_idle(old)
             if self._browser is None:
-                self._browser = await self._playwright.chromium.launch(
+                browser = await self._playwright.chromium.launch(
                     executable_path=self.executable_path, headless=True, args=self.launch_args
                 )
-                self._renders_on_browser = 0
+                gone = asyncio.get_running_loop().create_future()
+                browser.on("disconnected", lambda _: gone.done() or gone.set_result(None))
+                self._browser, self._disconnected[browser], self._renders_on_browser = browser, gone, 0
             return self._browser
 
     async def _new_page(self) -> _WarmPage:
+        """A warm page, or an error as soon as its browser dies (Playwright can leave a call on a
+        killed browser pending for ever, e.g. `new_page`) or it takes over WARM_TIMEOUT_S."""
         browser = await self._ensure_browser()
+        gone = self._disconnected[browser]
+        opening = asyncio.ensure_future(self._open_page(browser, gone))
+        try:
+            await asyncio.wait({opening, gone}, timeout=WARM_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the pool is closing
+            opening.cancel()
+            raise
+        if not opening.done():
+            opening.cancel()
+            raise RuntimeError("browser died while a page was warming" if gone.done() else "page warm-up timed out")
+        return opening.result()
+
+    async def _open_page(self, browser: Browser, gone: asyncio.Future) -> _WarmPage:
         context = await browser.new_context(
             viewport={"width": self.canvas, "height": self.canvas},
             device_scale_factor=1,
@@ -235,9 +256,12 @@ class RenderPool:
             if not await page.evaluate("() => window.__lw && window.__lw.ready === true"):
                 raise RuntimeError("sandbox page did not load its harness")
         except BaseException:
-            await context.close()
+            try:
+                await asyncio.wait_for(context.close(), 10)
+            except (PlaywrightError, asyncio.TimeoutError):
+                pass
             raise
-        return _WarmPage(context, page, crashed, violations, browser)
+        return _WarmPage(context, page, crashed, violations, browser, gone)
 
     async def _take_page(self) -> _WarmPage:
         """A warm page, counted busy until `_discard`; its replacement starts warming at once.
@@ -281,10 +305,15 @@ class RenderPool:
                     [code, seed & 0x7FFFFFFF, self.max_frames, self.canvas],
                 )
             )
-            done, _ = await asyncio.wait({run, warm.crashed}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {run, warm.crashed, warm.disconnected}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
             if not done:
                 run.cancel()
                 return RenderResult(png=None, error="timeout", elapsed_s=time.monotonic() - start, timed_out=True)
+            if run not in done and warm.disconnected in done:
+                run.cancel()
+                raise RuntimeError("browser died mid-render")  # retried by render()
             if warm.crashed in done:
                 run.cancel()
                 warm.crashed.result()  # raises _PageCrashed: retried by render()
@@ -327,6 +356,7 @@ class RenderPool:
         if browser in self._retired and not self._busy.get(browser):
             self._retired.discard(browser)
             self._busy.pop(browser, None)
+            self._disconnected.pop(browser, None)
             try:
                 await asyncio.wait_for(browser.close(), 10)
             except (PlaywrightError, asyncio.TimeoutError):

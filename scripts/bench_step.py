@@ -9,14 +9,16 @@ each with seconds and tokens/s, plus peak accelerator memory. It drives the trai
 Not measured: rendering and scoring. Rewards are random numbers (GPU nodes have no Chromium).
 Completions are forced to full length (`min_new_tokens` = the length, EOS never ends a row), so
 tokens/s figures compare like with like across runs and with TRL, whose generation gets the
-same `min_new_tokens` through `generation_kwargs`.
+same `min_new_tokens` through `generation_kwargs`. `--completions random` skips generation in
+both (uniform random token ids of full length; TRL gets them through its `rollout_func` hook)
+to time the update alone, where `generate` at long lengths would take most of a time budget.
 
 The model is built from a config with random weights and saved to a temporary folder, so it is
 loaded by the very code that loads a Hub checkpoint (`--model` takes a real one instead):
 
-    python scripts/bench_step.py --preset qwen3-1.7b --completion-length 2048 8192 --trl
+    python scripts/bench_step.py --preset qwen3-4b --completion-length 2048 --impls lit_watercolour trl
     python scripts/bench_step.py --arch qwen3 --hidden 2048 --layers 28 --completion-length 2048
-    python scripts/bench_step.py --device cpu --preset tiny --completion-length 32 --dtype float32 --trl
+    python scripts/bench_step.py --device cpu --preset tiny --completion-length 32 --dtype float32 --impls trl lit_watercolour
 
 Each run prints a JSON line as it ends; the last line holds every figure: {"runs": [...]}.
 """
@@ -35,7 +37,7 @@ import torch
 from lit_watercolour import grpo
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.policy import DTYPES, PolicyConfig, completion_logps, load_base_model, load_policy, load_tokenizer, model_class
-from lit_watercolour.sampling import SamplingConfig, build_sampler
+from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
 from lit_watercolour.tiny_models import tiny_config, tiny_tokenizer
 
 QWEN3_VOCAB = 151936
@@ -72,11 +74,12 @@ def model_config(spec: dict, tokenizer):
     return cfg
 
 
-def save_random_model(spec: dict, dtype: str, path: Path) -> str:
+def save_random_model(spec: dict, dtype: str, path: Path, device: torch.device) -> str:
     tokenizer = tiny_tokenizer()
     cfg = model_config(spec, tokenizer)
     torch.manual_seed(0)
-    model = model_class(cfg).from_config(cfg, dtype=DTYPES[dtype])
+    with device:  # random init of billions of weights: seconds on a GPU, minutes on its host's CPU
+        model = model_class(cfg).from_config(cfg, dtype=DTYPES[dtype])
     model.generation_config.eos_token_id, model.generation_config.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -116,6 +119,21 @@ def peak_memory_gib(device: torch.device) -> float | None:
     return round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None
 
 
+def random_completions(tokenizer, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """[n, length] token ids drawn uniformly from the tokenizer's ordinary tokens: no row ends early."""
+    ordinary = torch.tensor(sorted(set(range(len(tokenizer))) - set(tokenizer.all_special_ids)))
+    return ordinary[torch.randint(len(ordinary), (n, length), generator=generator)]
+
+
+def random_batch(tokenizer, prompt: str, n: int, length: int, device: torch.device) -> SampleBatch:
+    enc = tokenizer([prompt] * n, return_tensors="pt", add_special_tokens=False)
+    ids = random_completions(tokenizer, n, length, torch.Generator().manual_seed(0))
+    return SampleBatch(prompt_ids=enc.input_ids.to(device), prompt_mask=enc.attention_mask.to(device),
+                       completion_ids=ids.to(device), completion_mask=torch.ones_like(ids, device=device),
+                       texts=[""] * n, truncated=torch.ones(n, dtype=torch.bool), logps=torch.zeros(ids.shape, device=device),
+                       groups=[0] * n)
+
+
 def bench_ours(folder: str, args, length: int, device: torch.device) -> dict:
     cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=True, lora_r=args.lora_r,
                        lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
@@ -132,8 +150,11 @@ def bench_ours(folder: str, args, length: int, device: torch.device) -> dict:
     model.generate = clock.wrap("generate", model.generate)  # the sampler's generate calls, timed apart from its log-probs
     reset_memory(device)
 
-    batch = clock.wrap("sampling", sampler.sample)([prompt], G)
-    clock.seconds["sampling_logps"] = clock.seconds["sampling"] - clock.seconds["generate"]
+    if args.completions == "random":
+        batch = random_batch(tokenizer, prompt, G, length, device)
+    else:
+        batch = clock.wrap("sampling", sampler.sample)([prompt], G)
+        clock.seconds["sampling_logps"] = clock.seconds["sampling"] - clock.seconds["generate"]
     args_ = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask, sampling.temperature, mb)
 
     def reference_logps():
@@ -170,11 +191,13 @@ def bench_ours(folder: str, args, length: int, device: torch.device) -> dict:
     completion_tokens = int(batch.completion_mask.sum())
     all_tokens = completion_tokens + int(batch.prompt_mask.sum())
     s = clock.seconds
-    out = {
-        "impl": "lit_watercolour", "completion_length": length, "prompt_tokens": int(batch.prompt_mask[0].sum()),
-        "completion_tokens": completion_tokens,
+    sampled = {} if args.completions == "random" else {
         "sampling_s": s["generate"], "sampling_tokens_per_s": completion_tokens / s["generate"],
         "sampling_logps_s": s["sampling_logps"], "sampling_logps_tokens_per_s": all_tokens / max(s["sampling_logps"], 1e-9),
+    }
+    out = {
+        "impl": "lit_watercolour", "completion_length": length, "prompt_tokens": int(batch.prompt_mask[0].sum()),
+        "completion_tokens": completion_tokens, **sampled,
         "ref_logps_s": s["ref_logps"], "ref_logps_tokens_per_s": all_tokens / s["ref_logps"],
         "update_fwd_bwd_s": s["update_fwd_bwd"], "update_tokens_per_s": all_tokens / s["update_fwd_bwd"],
         "optimizer_s": s["optimizer"], "peak_memory_sampling_gib": sampling_peak,
@@ -213,25 +236,36 @@ def bench_trl(folder: str, args, length: int, device: torch.device, out_dir: str
         use_vllm=False, report_to=[], save_strategy="no", logging_steps=1, use_cpu=device.type == "cpu",
         generation_kwargs={"min_new_tokens": length}, max_grad_norm=1.0, disable_tqdm=True,
     )
+    generator = torch.Generator().manual_seed(0)
+
+    def random_rollout(prompts: list[str], trainer) -> dict:  # TRL's hook for custom generation
+        ids = random_completions(tokenizer, len(prompts), length, generator)
+        return {"prompt_ids": tokenizer(prompts, add_special_tokens=False).input_ids, "completion_ids": ids.tolist(),
+                "logprobs": None}
+
     trainer = GRPOTrainer(
         model=model, reward_funcs=lambda completions, **kw: torch.rand(len(completions)).tolist(), args=config,
+        rollout_func=random_rollout if args.completions == "random" else None,
         train_dataset=Dataset.from_dict({"prompt": [chat_prompt(tokenizer, PROMPT)]}), processing_class=tokenizer,
         peft_config=LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, target_modules="all-linear", task_type="CAUSAL_LM"),
         callbacks=[OptimizerClock()],
     )
-    trainer._generate = clock.wrap("generate", trainer._generate)
+    trainer._generate = clock.wrap("generate", trainer._generate)  # with --completions random: the hook, not timed below
     trainer._generate_and_score_completions = clock.wrap("generate_and_score", trainer._generate_and_score_completions)
     trainer.training_step = clock.wrap("training_step", trainer.training_step)
     reset_memory(device)
     clock.wrap("total", trainer.train)()
     s = clock.seconds
     completion_tokens = G * length  # min_new_tokens = max_new_tokens
+    all_tokens = completion_tokens + G * len(tokenizer(chat_prompt(tokenizer, PROMPT), add_special_tokens=False).input_ids)
+    sampled = {} if args.completions == "random" else {
+        "sampling_s": s["generate"], "sampling_tokens_per_s": completion_tokens / s["generate"]}
     out = {
-        "impl": "trl", "completion_length": length, "completion_tokens": completion_tokens,
-        "sampling_s": s["generate"], "sampling_tokens_per_s": completion_tokens / s["generate"],
+        "impl": "trl", "completion_length": length, "completion_tokens": completion_tokens, **sampled,
         # TRL skips the sampling-policy pass on-policy (num_iterations 1, no vLLM) and the reference one at beta 0
         "prepare_s": s["generate_and_score"] - s["generate"],
         "update_fwd_bwd_s": s["training_step"] - s["generate_and_score"],
+        "update_tokens_per_s": all_tokens / (s["training_step"] - s["generate_and_score"]),
         "optimizer_s": s.get("optimizer"), "total_s": s["total"], "peak_memory_gib": peak_memory_gib(device),
     }
     del trainer, model
@@ -252,7 +286,11 @@ def main() -> None:
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--micro-batch-size", type=int, default=8, help="rows per forward/backward (TRL's per_device_train_batch_size)")
     ap.add_argument("--lora-r", type=int, default=16)
-    ap.add_argument("--trl", action="store_true", help="also run one step of TRL's GRPOTrainer with the same settings")
+    ap.add_argument("--completions", choices=["generate", "random"], default="generate",
+                    help="random: full-length random token ids instead of sampling, to time the update alone")
+    ap.add_argument("--impls", nargs="+", choices=["lit_watercolour", "trl"], default=["lit_watercolour"],
+                    help="run in this order: trl is one step of TRL's GRPOTrainer with the same settings "
+                         "(swap the order to check that running second is no advantage)")
     args = ap.parse_args()
     if args.num_generations % args.micro_batch_size:
         ap.error("--num-generations must be a multiple of --micro-batch-size")
@@ -262,22 +300,28 @@ def main() -> None:
     spec = PRESETS[args.preset] if args.preset else dict(arch=args.arch, hidden=args.hidden, layers=args.layers)
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:
-        folder = args.model or save_random_model(spec, args.dtype, Path(tmp) / "model")
+        folder = args.model or save_random_model(spec, args.dtype, Path(tmp) / "model", device)
         for length in args.completion_length:
-            impls = [("lit_watercolour", lambda: bench_ours(folder, args, length, device))]
-            if args.trl:
-                impls.append(("trl", lambda: bench_trl(folder, args, length, device, str(Path(tmp) / "trl"))))
-            for name, run in impls:
+            benches = {"lit_watercolour": lambda: bench_ours(folder, args, length, device),
+                       "trl": lambda: bench_trl(folder, args, length, device, str(Path(tmp) / "trl"))}
+            by_impl = {}
+            for name in args.impls:
+                run = benches[name]
                 torch.manual_seed(0)
+                try:
+                    figures = run()
+                except torch.OutOfMemoryError as e:  # a figure in itself; the other implementation still runs
+                    figures = {"impl": name, "completion_length": length, "error": f"out of memory: {str(e)[:200]}"}
                 result = {"model": args.model or args.preset or f"{args.arch}-{args.hidden}x{args.layers}",
                           "device": str(device), "dtype": args.dtype, "num_generations": args.num_generations,
-                          "micro_batch_size": args.micro_batch_size, **run()}
+                          "micro_batch_size": args.micro_batch_size, "completions": args.completions, **figures}
                 result = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
                 runs.append(result)
+                by_impl[name] = result
                 print(json.dumps(result), flush=True)
                 reset_memory(device)
-            if args.trl:  # side by side: TRL's seconds over ours, per phase
-                ours, trl = runs[-2], runs[-1]
+            if len(by_impl) == 2:  # side by side: TRL's seconds over ours, per phase
+                ours, trl = by_impl["lit_watercolour"], by_impl["trl"]
                 ratios = {f"trl_over_ours/{k}": round(trl[k] / ours[k], 3)
                           for k in ("sampling_s", "update_fwd_bwd_s", "optimizer_s") if trl.get(k) and ours.get(k)}
                 runs.append({"completion_length": length, **ratios})

@@ -441,6 +441,25 @@ def test_logps_and_entropy_gradients():
         torch.testing.assert_close(ours, ref, atol=1e-12, rtol=0)
 
 
+def test_logps_backward_can_write_the_gradient_over_the_logits():
+    """`overwrite_logits`: the same gradient, held in the logits' own storage (no second [B, T, V] buffer)."""
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(2, 5, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    head = torch.randn(8, 11, generator=g, dtype=torch.float64)
+    ids = torch.randint(0, 11, (2, 5), generator=g)
+    w = torch.randn(2, 2, 5, generator=g, dtype=torch.float64)
+    grads, same_storage = [], []
+    for overwrite in (False, True):
+        logits = hidden @ head  # a forward's output, read by nothing after backward
+        logits.register_hook(lambda grad, lg=logits: same_storage.append(grad.data_ptr() == lg.data_ptr()))
+        logps, entropy = token_logps_and_entropy(logits, ids, TEMPERATURE, chunk_size=3, overwrite_logits=overwrite)
+        (logps * w[0] + entropy * w[1]).sum().backward()
+        grads.append(hidden.grad.clone())
+        hidden.grad = None
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-12, rtol=0)
+    assert same_storage == [False, True]
+
+
 def test_logps_from_bfloat16_logits_are_float32():
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(2, 6, 40, generator=g).bfloat16().requires_grad_()
