@@ -82,6 +82,22 @@ def group_advantages(
     return torch.nan_to_num(advantages, nan=0.0), stats
 
 
+# --- groups spread over ranks --------------------------------------------------------------------
+# Under DDP every rank sees the same prompts and samples a share of each group: rank r holds
+# generations r*k .. r*k+k-1 of every group (k = G / world), so advantages need the gathered group.
+
+
+def groups_from_ranks(gathered: Tensor, num_groups: int) -> Tensor:
+    """[world, P*k] rows per rank (group-major on each) -> [P*G] rows group-major, G = world*k."""
+    world = gathered.shape[0]
+    return gathered.view(world, num_groups, -1).transpose(0, 1).reshape(-1)
+
+
+def rows_of_rank(rows: Tensor, num_groups: int, world: int, rank: int) -> Tensor:
+    """The inverse for one rank: [P*G] group-major -> that rank's [P*k] share."""
+    return rows.view(num_groups, world, -1)[:, rank].reshape(-1)
+
+
 # --- per-token log-probs and entropy ----------------------------------------------------------
 
 

@@ -19,6 +19,12 @@ Failures, and what a step does with them:
   its update; a resumed run cuts the file back to the checkpoint's step first, so each step
   it keeps is there exactly once.
 - SIGTERM: `AdapterCheckpoint` saves `last.ckpt` at the end of the current step and stops.
+
+Several ranks (Lightning's DDP): every rank reads the same prompts and samples its share of
+each group (`num_generations / world_size` rows, drawn with a per-rank seed); rewards are
+gathered before advantages, so a group's baseline is the whole group's. Gradients are
+averaged by DDP, so the DAPO normaliser is the all-rank token count over the world size (as
+TRL). Each rank renders with its own pool; rank 0 writes every rank's rows to the run log.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from torch import Tensor
 
 from lit_watercolour import grpo
 from lit_watercolour.checkpoint import rng_state, set_rng_state
-from lit_watercolour.data import Prompt
+from lit_watercolour.data import Prompt, group_seed
 from lit_watercolour.gate import gate, static_gate
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, require_bitsandbytes, trainable_state_dict
 from lit_watercolour.render import ThreadedRenderPool
@@ -119,6 +125,7 @@ class GRPOModule(pl.LightningModule):
         self.last_rollouts: list[Rollout] = []  # the latest step's rollouts, for galleries
         self.last_scores: dict[str, Tensor] = {}  # term name -> [N] scores of `last_rollouts`
         self.last_rewards: Tensor | None = None
+        self.last_group_rewards: Tensor | None = None  # whole groups, every rank's rows
         self._resumed_rng: dict | None = None
 
     # --- setup ---------------------------------------------------------------------------------
@@ -136,6 +143,9 @@ class GRPOModule(pl.LightningModule):
         )
 
     def on_fit_start(self) -> None:
+        if self.grpo_config.num_generations % self.trainer.world_size:
+            raise ValueError(f"num_generations={self.grpo_config.num_generations} must be a multiple of the "
+                             f"world size ({self.trainer.world_size}): each rank samples an equal share of a group")
         self._open_pool()
 
     def on_train_start(self) -> None:
@@ -295,6 +305,8 @@ class GRPOModule(pl.LightningModule):
             mask = grpo.mask_truncated_completions(mask, batch.truncated)
         accumulation = math.ceil(mask.shape[0] / g.micro_batch_size)
         num_items = mask.sum()
+        if self.trainer.world_size > 1:  # DDP averages the ranks' gradients: all tokens / world (TRL)
+            num_items = self.trainer.strategy.reduce(num_items, reduce_op="sum") / self.trainer.world_size
         sums: dict[str, float] = {}
         extremes: dict[str, float] = {}
         entropy_sum = tokens = 0.0
@@ -362,16 +374,28 @@ class GRPOModule(pl.LightningModule):
         opt.step()
         sched.step()
 
+    def gather_groups(self, rows: Tensor, num_groups: int) -> Tensor:
+        """This rank's [P*k] rows -> every rank's, as [P*G] whole groups (the identity on one rank)."""
+        if self.trainer.world_size == 1:
+            return rows
+        return grpo.groups_from_ranks(self.all_gather(rows).cpu(), num_groups)
+
     def training_step(self, prompts: list[Prompt], batch_idx: int) -> None:
         g = self.grpo_config
+        world, rank = self.trainer.world_size, self.global_rank
         step_start = time.perf_counter()
-        batch, rollouts, metrics = self.rollout(prompts, g.num_generations)
+        if world > 1:  # each rank draws different rows of the same groups (seeded by the step's prompt)
+            torch.manual_seed(group_seed(prompts[0].seed, rank))
+        batch, rollouts, metrics = self.rollout(prompts, g.num_generations // world)
         t0 = time.perf_counter()
         rewards, scores, score_metrics = self.score(rollouts)
         metrics.update(score_metrics)
         metrics["time/scoring_s"] = time.perf_counter() - t0
         metrics["time/scoring_rollouts_per_s"] = len(rollouts) / max(metrics["time/scoring_s"], 1e-9)
-        advantages, stats = grpo.group_advantages(rewards, g.num_generations, g.scale_rewards)
+        group_rewards = self.gather_groups(rewards, len(prompts))
+        all_advantages, stats = grpo.group_advantages(group_rewards, g.num_generations, g.scale_rewards)
+        advantages = grpo.rows_of_rank(all_advantages, len(prompts), world, rank) if world > 1 else all_advantages
+        self.last_group_rewards = group_rewards
         metrics.update({k: float(v) for k, v in stats.items()})
         metrics.update({"advantage/mean": advantages.mean().item(), "advantage/std": advantages.std().item(),
                         "advantage/abs_max": advantages.abs().max().item()})
@@ -379,7 +403,7 @@ class GRPOModule(pl.LightningModule):
         metrics.update({"completions/mean_length": lengths.mean().item(), "completions/max_length": lengths.max().item(),
                         "completions/clipped_ratio": batch.truncated.float().mean().item()})
         t0 = time.perf_counter()
-        all_missing = bool(torch.isnan(rewards).all())
+        all_missing = bool(torch.isnan(group_rewards).all())  # the same on every rank: they step together
         metrics["train/skipped_missing"] = float(all_missing)
         for _ in range(g.num_iterations):
             if all_missing:  # no score at all: nothing to learn from this batch
@@ -392,8 +416,16 @@ class GRPOModule(pl.LightningModule):
                         "time/step_s": time.perf_counter() - step_start})
         self.sampler.sync_weights(self.policy_model)
         self.last_rollouts, self.last_scores, self.last_rewards = rollouts, scores, rewards
-        if self.rollout_log is not None and self.trainer.is_global_zero:
-            self.rollout_log.append(rollout_records(self.trainer.global_step, rollouts, scores, rewards, advantages))
+        if self.rollout_log is not None:
+            records = rollout_records(self.trainer.global_step, rollouts, scores, rewards, advantages)
+            if world > 1:
+                for r in records:
+                    r["rank"] = rank  # "row" is the row on its rank
+                parts = [None] * world
+                torch.distributed.all_gather_object(parts, records)
+                records = [r for part in parts for r in part]
+            if self.trainer.is_global_zero:
+                self.rollout_log.append(records)
         reward = metrics.pop("reward")
         self.log("reward", reward, prog_bar=True, batch_size=len(rollouts))
         self.log_dict({k: v for k, v in metrics.items() if not math.isnan(v)}, batch_size=len(rollouts))
