@@ -426,8 +426,8 @@ class GRPOModule(pl.LightningModule):
                 records = [r for part in parts for r in part]
             if self.trainer.is_global_zero:
                 self.rollout_log.append(records)
-        reward = metrics.pop("reward")
-        self.log("reward", reward, prog_bar=True, batch_size=len(rollouts))
+        shown = {k: metrics.pop(k) for k in ("reward", "gate/pass_rate", "time/step_s")}  # on the progress bar
+        self.log_dict({k: v for k, v in shown.items() if not math.isnan(v)}, prog_bar=True, batch_size=len(rollouts))
         self.log_dict({k: v for k, v in metrics.items() if not math.isnan(v)}, batch_size=len(rollouts))
 
     # --- evaluation and painting ----------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -112,6 +114,28 @@ def load_policy(cfg: PolicyConfig) -> tuple[PeftModel, object]:
         )
         model = get_peft_model(model, lora)
     return model, tokenizer
+
+
+@contextmanager
+def adapter_merged(model: PeftModel) -> Iterator[None]:
+    """The LoRA adapter folded into the base weights for the duration: decoding then skips the
+    adapter's extra matmuls (1.25x the tokens/s for the tiny policy on a CPU). The base
+    weights are restored from a copy afterwards, bit-exactly: unmerging subtracts in the weights'
+    dtype and would drift a bf16 base (the KL reference) a little every step."""
+    from peft.tuners.lora import LoraLayer
+
+    bases = [m.get_base_layer() for m in model.modules() if isinstance(m, LoraLayer)]
+    if any(not b.weight.is_floating_point() for b in bases):
+        raise ValueError("merging the adapter needs unquantised base weights: set sampling.merge_adapter false")
+    saved = [b.weight.detach().clone() for b in bases]
+    model.merge_adapter()
+    try:
+        yield
+    finally:
+        model.unmerge_adapter()
+        with torch.no_grad():
+            for b, w in zip(bases, saved):
+                b.weight.copy_(w)
 
 
 def trainable_state_dict(model: torch.nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:

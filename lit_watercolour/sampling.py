@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from torch import Tensor
+from transformers import StoppingCriteria, StoppingCriteriaList
 
-from lit_watercolour.policy import completion_logps
+from lit_watercolour.policy import adapter_merged, completion_logps
 
 
 @dataclass
@@ -24,8 +26,12 @@ class SamplingConfig:
     top_p: float = 1.0  # 1.0: off
     top_k: int = 0  # 0: off
     max_completion_length: int = 256
-    generation_batch_size: int = 8  # rows per `generate` call; finished chunks start rendering
+    generation_batch_size: int = 8  # rows per `generate` call; each row starts rendering as it finishes
     logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
+    # decode with the LoRA adapter folded into the base weights (restored exactly afterwards):
+    # faster for small models, whose decoding steps are dominated by per-matmul overhead; costs
+    # a copy of the adapted weights, so it is off for large ones
+    merge_adapter: bool = False
 
 
 @dataclass
@@ -70,6 +76,32 @@ def completion_mask_and_truncation(completion_ids: Tensor, stop_ids: list[int]) 
     return (~seen_before).long(), ~is_stop.any(1)
 
 
+def decode(tokenizer, token_ids: list[int], stop_ids: list[int]) -> str:
+    """A completion's text up to its first stop token, special tokens dropped (every backend)."""
+    cut = next((i + 1 for i, t in enumerate(token_ids) if t in stop_ids), len(token_ids))
+    return tokenizer.decode(token_ids[:cut], skip_special_tokens=True)
+
+
+class RowReporter(StoppingCriteria):
+    """Hands each row to `on_completion` at the decoding step where it emits its first stop token,
+    so its sketch renders while the rest of the batch decodes. It stops nothing itself."""
+
+    def __init__(self, decode: Callable[[Tensor], str], first_row: int, prompt_width: int, stop_ids: list[int],
+                 on_completion: OnCompletion) -> None:
+        self.decode, self.first_row, self.prompt_width, self.on_completion = decode, first_row, prompt_width, on_completion
+        self.stop_ids = torch.tensor(stop_ids)
+        self.reported: set[int] = set()
+
+    def __call__(self, input_ids: Tensor, scores, **kwargs) -> Tensor:
+        # a finished row is padded from then on; where pad is a stop token too, `reported` skips it
+        ended = torch.isin(input_ids[:, -1], self.stop_ids.to(input_ids.device))
+        for i in ended.nonzero().flatten().tolist():
+            if i not in self.reported:
+                self.reported.add(i)
+                self.on_completion(self.first_row + i, self.decode(input_ids[i, self.prompt_width :]))
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
 class HFSampler:
     """transformers `generate` on the training model: batched, KV-cached, adapter applied."""
 
@@ -79,6 +111,9 @@ class HFSampler:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation runs on the live model: nothing to copy
+
+    def decode(self, ids: Tensor) -> str:
+        return decode(self.tokenizer, ids.tolist(), self.stop_ids)
 
     @torch.no_grad()
     def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
@@ -90,34 +125,36 @@ class HFSampler:
         was_training = self.model.training
         self.model.eval()  # gradient checkpointing is off in eval, so the KV cache is used
         chunks = []
-        for lo in range(0, len(rows), c.generation_batch_size):
-            hi = min(lo + c.generation_batch_size, len(rows))
-            out = self.model.generate(
-                input_ids=prompt_ids[lo:hi],
-                attention_mask=prompt_mask[lo:hi],
-                do_sample=True,
-                temperature=c.temperature,
-                top_p=c.top_p,
-                top_k=c.top_k,
-                max_new_tokens=c.max_completion_length,
-                eos_token_id=self.stop_ids,
-                pad_token_id=self.tokenizer.pad_token_id,
-                use_cache=True,
-            )
-            ids = out[:, prompt_ids.shape[1] :]
-            mask, _ = completion_mask_and_truncation(ids, self.stop_ids)
-            texts = self.tokenizer.batch_decode(ids * mask + self.tokenizer.pad_token_id * (1 - mask), skip_special_tokens=True)
-            for i, text in enumerate(texts):
-                if on_completion is not None:
-                    on_completion(lo + i, text)
-            chunks.append((ids, texts))
-        width = max(ids.shape[1] for ids, _ in chunks)
-        pad = self.tokenizer.pad_token_id
-        completion_ids = torch.cat([torch.nn.functional.pad(ids, (0, width - ids.shape[1]), value=pad) for ids, _ in chunks])
-        completion_mask, truncated = completion_mask_and_truncation(completion_ids, self.stop_ids)
-        logps = completion_logps(
-            self.model, prompt_ids, prompt_mask, completion_ids, completion_mask, c.temperature, c.logprob_batch_size
-        )[0]
+        with adapter_merged(self.model) if c.merge_adapter else nullcontext():
+            for lo in range(0, len(rows), c.generation_batch_size):
+                hi = min(lo + c.generation_batch_size, len(rows))
+                reporter = RowReporter(self.decode, lo, prompt_ids.shape[1], self.stop_ids, on_completion or (lambda *_: None))
+                out = self.model.generate(
+                    input_ids=prompt_ids[lo:hi],
+                    attention_mask=prompt_mask[lo:hi],
+                    do_sample=True,
+                    temperature=c.temperature,
+                    top_p=c.top_p,
+                    top_k=c.top_k,
+                    max_new_tokens=c.max_completion_length,
+                    eos_token_id=self.stop_ids,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    use_cache=True,
+                    stopping_criteria=StoppingCriteriaList([reporter]),
+                )
+                ids = out[:, prompt_ids.shape[1] :]
+                texts = [self.decode(row) for row in ids]
+                for i in sorted(set(range(hi - lo)) - reporter.reported):  # cut off at max_completion_length
+                    if on_completion is not None:
+                        on_completion(lo + i, texts[i])
+                chunks.append((ids, texts))
+            width = max(ids.shape[1] for ids, _ in chunks)
+            pad = self.tokenizer.pad_token_id
+            completion_ids = torch.cat([torch.nn.functional.pad(ids, (0, width - ids.shape[1]), value=pad) for ids, _ in chunks])
+            completion_mask, truncated = completion_mask_and_truncation(completion_ids, self.stop_ids)
+            logps = completion_logps(
+                self.model, prompt_ids, prompt_mask, completion_ids, completion_mask, c.temperature, c.logprob_batch_size
+            )[0]
         self.model.train(was_training)
         return SampleBatch(
             prompt_ids=prompt_ids,

@@ -35,12 +35,14 @@ import httpx
 import torch
 from torch import Tensor
 
+from lit_watercolour.policy import adapter_merged
 from lit_watercolour.sampling import (
     OnCompletion,
     SampleBatch,
     Sampler,
     SamplingConfig,
     completion_mask_and_truncation,
+    decode,
     stop_token_ids,
 )
 
@@ -123,17 +125,14 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, Tensor]]:
     """The base model's weights with the adapter merged in, under the base model's names.
 
     For engines that take whole weights (vLLM's `load_weights`) instead of an adapter. The
-    adapter is merged in place while iterating and unmerged after, so training is unaffected.
+    adapter is merged in place while iterating and the base restored after, so training is unaffected.
     """
-    model.merge_adapter()
-    try:
+    with adapter_merged(model):
         for name, param in model.named_parameters():
             if "lora_" in name or "modules_to_save" in name:
                 continue
             name = name.removeprefix("base_model.model.").replace(".base_layer", "").replace(".original_module", "")
             yield name, param.detach()
-    finally:
-        model.unmerge_adapter()
 
 
 # --- packing completions into a SampleBatch -------------------------------------------------------
@@ -182,12 +181,6 @@ def pack_batch(
         groups=[i for i in range(len(prompt_ids)) for _ in range(n)],
         seconds=seconds,
     )
-
-
-def decode(tokenizer, token_ids: list[int], stop_ids: list[int]) -> str:
-    """The completion's text up to its first stop token, special tokens dropped (as the hf backend)."""
-    cut = next((i + 1 for i, t in enumerate(token_ids) if t in stop_ids), len(token_ids))
-    return tokenizer.decode(token_ids[:cut], skip_special_tokens=True)
 
 
 def policy_device(model: torch.nn.Module) -> torch.device:

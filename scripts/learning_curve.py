@@ -4,7 +4,7 @@ Runs `python -m lit_watercolour fit` (the offline default config) once per seed,
 run's metrics.csv. Learning is claimed only if the mean improvement exceeds the seed-to-seed
 spread (the std over seeds of the first-k mean):
 
-    python scripts/learning_curve.py --seeds 0 1 2 --steps 30 --k 5
+    python scripts/learning_curve.py --seeds 0 1 2 --k 5 [any fit override, e.g. --model.optim.lr 2e-3]
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(seed: int, steps: int, out: Path) -> Path:
+def run(seed: int, out: Path, overrides: list[str]) -> Path:
     args = [sys.executable, "-m", "lit_watercolour", "fit", "--seed_everything", str(seed), "--data.seed", str(seed),
-            "--trainer.max_steps", str(steps), "--trainer.default_root_dir", str(out),
-            "--trainer.logger.init_args.save_dir", str(out), "--trainer.enable_progress_bar", "false"]
+            "--trainer.default_root_dir", str(out), "--trainer.logger.init_args.save_dir", str(out),
+            "--trainer.enable_progress_bar", "false", *overrides]
     subprocess.run(args, cwd=ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return next(out.glob("*/version_*/metrics.csv"))
 
@@ -36,13 +36,12 @@ def curve(metrics: Path, key: str) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--k", type=int, default=5, help="steps averaged at each end")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "learning_curve")
-    args = ap.parse_args()
+    args, overrides = ap.parse_known_args()  # anything else goes to `fit`, e.g. --trainer.max_steps 60
     firsts, lasts = [], []
     for seed in args.seeds:
-        metrics = run(seed, args.steps, args.out / f"seed{seed}")
+        metrics = run(seed, args.out / f"seed{seed}", overrides)
         rewards, passed = curve(metrics, "reward"), curve(metrics, "gate/pass_rate")
         first, last = statistics.mean(rewards[: args.k]), statistics.mean(rewards[-args.k :])
         firsts.append(first)

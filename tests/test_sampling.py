@@ -6,7 +6,7 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour import grpo
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
-from lit_watercolour.sampling import HFSampler, SamplingConfig, completion_mask_and_truncation
+from lit_watercolour.sampling import HFSampler, RowReporter, SamplingConfig, completion_mask_and_truncation
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,7 +30,8 @@ def test_sample_groups_masks_texts_and_streaming(policy):
     seen = []
     prompts = ["<|im_start|>user\nPaint a fox<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>user\nA pear<|im_end|>\n"]
     batch = sampler.sample(prompts, n=3, on_completion=lambda row, text: seen.append((row, text)))
-    assert [row for row, _ in seen] == list(range(6))  # every row reported once, in order, as chunks finish
+    assert sorted(row for row, _ in seen) == list(range(6))  # every row reported once, as it finishes
+    seen = dict(seen)
     assert batch.groups == [0, 0, 0, 1, 1, 1]
     assert batch.completion_ids.shape == batch.completion_mask.shape == batch.logps.shape
     assert batch.completion_ids.shape[1] <= 12
@@ -38,7 +39,7 @@ def test_sample_groups_masks_texts_and_streaming(policy):
     for row in range(6):
         kept = batch.completion_ids[row][batch.completion_mask[row].bool()].tolist()
         assert batch.truncated[row] == (not any(t in stop for t in kept))
-        assert batch.texts[row] == seen[row][1] == tokenizer.decode(kept, skip_special_tokens=True)
+        assert batch.texts[row] == seen[row] == tokenizer.decode(kept, skip_special_tokens=True)
     assert (batch.logps <= 0).all() and (batch.logps[batch.completion_mask == 0] == 0).all()
     assert batch.seconds > 0
 
@@ -69,3 +70,33 @@ def test_top_k_one_is_greedy(policy):
     batch = HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=8)).sample(["<|im_start|>user\n"], n=3)
     assert batch.texts[0] == batch.texts[1] == batch.texts[2]
     assert torch.equal(batch.completion_ids[0], batch.completion_ids[2])
+
+
+def test_rows_are_reported_at_the_step_they_end_not_when_the_batch_does():
+    """Row 1 ends at step 2 and row 0 at step 4: each is handed over at its own step, once,
+    though the batch goes on and pads the finished row with a pad that is also a stop token."""
+    reported = []
+    reporter = RowReporter(lambda ids: ids.tolist(), first_row=10, prompt_width=1, stop_ids=[2, 0],
+                           on_completion=lambda row, text: reported.append((step, row, text)))
+    steps = [[7, 5], [8, 2], [9, 0], [2, 0]]  # new token of rows 0 and 1 at each step
+    ids = torch.tensor([[1], [1]])
+    for step, new in enumerate(steps, 1):
+        ids = torch.cat([ids, torch.tensor(new)[:, None]], 1)
+        assert not reporter(ids, None).any()  # it stops nothing: generate's own stop tokens do
+    assert reported == [(2, 11, [5, 2]), (4, 10, [7, 8, 9, 2])]
+
+
+def test_merged_adapter_decodes_the_same_policy_and_restores_the_base_exactly(policy):
+    model, tokenizer = policy
+    with torch.no_grad():  # a trained adapter, so merging changes the weights
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    prompts = ["<|im_start|>user\nPaint a heron<|im_end|>\n<|im_start|>assistant\n"]
+    batches = [HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=16, merge_adapter=merge)).sample(prompts, n=2)
+               for merge in (False, True)]
+    assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)  # greedy: same tokens
+    torch.testing.assert_close(batches[0].logps, batches[1].logps, atol=1e-5, rtol=1e-5)
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n  # bit-exact, not merged-then-subtracted
