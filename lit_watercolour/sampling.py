@@ -125,10 +125,11 @@ class HFSampler:
         was_training = self.model.training
         self.model.eval()  # gradient checkpointing is off in eval, so the KV cache is used
         chunks = []
+        report = on_completion or (lambda row, text: None)
         with adapter_merged(self.model) if c.merge_adapter else nullcontext():
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
-                reporter = RowReporter(self.decode, lo, prompt_ids.shape[1], self.stop_ids, on_completion or (lambda *_: None))
+                reporter = RowReporter(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
                 out = self.model.generate(
                     input_ids=prompt_ids[lo:hi],
                     attention_mask=prompt_mask[lo:hi],
@@ -145,8 +146,7 @@ class HFSampler:
                 ids = out[:, prompt_ids.shape[1] :]
                 texts = [self.decode(row) for row in ids]
                 for i in sorted(set(range(hi - lo)) - reporter.reported):  # cut off at max_completion_length
-                    if on_completion is not None:
-                        on_completion(lo + i, texts[i])
+                    report(lo + i, texts[i])
                 chunks.append((ids, texts))
             width = max(ids.shape[1] for ids, _ in chunks)
             pad = self.tokenizer.pad_token_id

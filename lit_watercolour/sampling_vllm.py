@@ -35,7 +35,6 @@ import httpx
 import torch
 from torch import Tensor
 
-from lit_watercolour.policy import adapter_merged
 from lit_watercolour.sampling import (
     OnCompletion,
     SampleBatch,
@@ -125,14 +124,17 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, Tensor]]:
     """The base model's weights with the adapter merged in, under the base model's names.
 
     For engines that take whole weights (vLLM's `load_weights`) instead of an adapter. The
-    adapter is merged in place while iterating and the base restored after, so training is unaffected.
+    adapter is merged in place while iterating and unmerged after, so training is unaffected.
     """
-    with adapter_merged(model):
+    model.merge_adapter()
+    try:
         for name, param in model.named_parameters():
             if "lora_" in name or "modules_to_save" in name:
                 continue
             name = name.removeprefix("base_model.model.").replace(".base_layer", "").replace(".original_module", "")
             yield name, param.detach()
+    finally:
+        model.unmerge_adapter()
 
 
 # --- packing completions into a SampleBatch -------------------------------------------------------
