@@ -163,11 +163,11 @@ class GRPOModule(pl.LightningModule):
         self._open_pool()
 
     def on_predict_start(self) -> None:
-        self._open_pool()
+        self._open_pool(pixel_density=1.0)  # paintings at the canvas's full size, whatever training rendered at
 
-    def _open_pool(self) -> None:
+    def _open_pool(self, **overrides) -> None:
         if self.pool is None:
-            self.pool = ThreadedRenderPool(size=self.render_pool_size, **self.render_kwargs)
+            self.pool = ThreadedRenderPool(size=self.render_pool_size, **{**self.render_kwargs, **overrides})
 
     def teardown(self, stage: str) -> None:
         if self.pool is not None:

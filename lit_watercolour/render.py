@@ -117,6 +117,9 @@ class RenderPool:
 
     size: renders in flight at once (and warm pages kept ready).
     canvas: the sketch must call createCanvas(canvas, canvas, WEBGL).
+    pixel_density: pixels per canvas unit of the capture; 0.5 paints a 512 sketch as a 256x256
+        image in about two thirds of the time (scripts/bench_render.py), for scorers that look
+        at 256 px anyway.
     timeout_s: wall-clock limit of one render, from the moment it has a page.
     max_frames: animated sketches are stopped after this many draw() frames.
     executable_path: Chromium binary; see `chromium_executable`.
@@ -128,6 +131,7 @@ class RenderPool:
         self,
         size: int = 4,
         canvas: int = CANVAS_SIZE,
+        pixel_density: float = 1.0,
         timeout_s: float = 60.0,
         max_frames: int = 5,
         executable_path: str | None = None,
@@ -137,7 +141,10 @@ class RenderPool:
         if size < 1:
             raise ValueError("size must be >= 1")
         self.size = size
+        if not 0 < pixel_density <= 1:
+            raise ValueError("pixel_density must be in (0, 1]")
         self.canvas = canvas
+        self.pixel_density = pixel_density
         self.timeout_s = timeout_s
         self.max_frames = max_frames
         self.executable_path = chromium_executable(executable_path)
@@ -301,8 +308,8 @@ class RenderPool:
         try:
             run = asyncio.ensure_future(
                 warm.page.evaluate(
-                    "([code, seed, frames, size]) => __lw.run(code, seed, frames, size)",
-                    [code, seed & 0x7FFFFFFF, self.max_frames, self.canvas],
+                    "([code, seed, frames, size, density]) => __lw.run(code, seed, frames, size, density)",
+                    [code, seed & 0x7FFFFFFF, self.max_frames, self.canvas, self.pixel_density],
                 )
             )
             done, _ = await asyncio.wait(

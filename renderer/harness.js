@@ -1,6 +1,6 @@
 // Runs after p5 and p5.brush load and before the sketch. It counts the drawing calls the
 // sketch makes, blocks what the gate forbids, detects when p5.brush has finished painting
-// and hands the canvas back. The pool calls `__lw.run(code, seed, maxFrames, size)` once
+// and hands the canvas back. The pool calls `__lw.run(code, seed, maxFrames, size, density)` once
 // per page; its promise resolves with the render report.
 (() => {
   "use strict";
@@ -71,11 +71,18 @@
     }
     ownDefaultCanvas = false;
     depth++;
-    try { return createCanvas.call(this, w, h, renderer, ...rest); } finally { depth--; }
+    try {
+      const made = createCanvas.call(this, w, h, renderer, ...rest);
+      if (!internal) pixelDensity.call(this, density);
+      return made;
+    } finally { depth--; }
   };
   for (const name of ["resizeCanvas", "noCanvas", "remove"]) proto[name] = forbid("canvas", name, proto[name]);
+  // The pool's density (1 unless it asks for fewer pixels: a 512 sketch painted at 0.5 is a
+  // 256x256 image, a cheaper render); a sketch cannot change it.
+  let density = 1;
   const pixelDensity = proto.pixelDensity;
-  proto.pixelDensity = function (d) { return d === undefined ? pixelDensity.call(this) : pixelDensity.call(this, 1); };
+  proto.pixelDensity = function (d) { return d === undefined ? pixelDensity.call(this) : pixelDensity.call(this, density); };
   // The DOM outside the canvas: creating elements from the sketch is a violation.
   const createElement = O.createElement;
   Document.prototype.createElement = function (tag, ...rest) {
@@ -201,7 +208,8 @@
     observer.disconnect();
     let shot = { png: null, width: 0, height: 0 };
     try { shot = capture(); } catch (e) { if (firstError === null) firstError = `capture failed: ${describe(e)}`; }
-    if (shot.png && (shot.width !== expectedSize || shot.height !== expectedSize)) record("canvas:size");
+    const pixels = Math.round(expectedSize * density);
+    if (shot.png && (shot.width !== pixels || shot.height !== pixels)) record("canvas:size");
     if (userCanvases === 0 && firstError === null) record("canvas:no_createCanvas");
     resolveRun({
       error: firstError,
@@ -214,11 +222,12 @@
     });
   }
 
-  function run(code, seed, frameLimit, size) {
+  function run(code, seed, frameLimit, size, pixelsPerUnit) {
     if (started) throw new Error("one sketch per page");
     started = true;
     maxFrames = frameLimit;
     expectedSize = size;
+    density = pixelsPerUnit;
     P.define(window, "eval", P.blocker("eval", "eval"));  // not before: Playwright's evaluate uses it
     P.reseed(seed);
     depth++;

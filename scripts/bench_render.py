@@ -1,6 +1,7 @@
 """Throughput of the render pool against a naive renderer, and the pool's overhead.
 
     python scripts/bench_render.py --repeats 2 --size 2 --flag-sets chosen,no_2d_flag,in_process_gpu
+    python scripts/bench_render.py --pixel-densities 1,0.5 --naive ''
 
 For each flag set: the fixture sketches (renderer/sketches/*.js, `repeats` times each) go
 through one warm RenderPool of `size` pages, all submitted at once; the naive baseline
@@ -41,8 +42,8 @@ FLAG_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
-async def pool_run(codes: list[str], size: int, args: tuple[str, ...]) -> tuple[float, list]:
-    async with RenderPool(size=size, launch_args=args, timeout_s=300.0) as pool:
+async def pool_run(codes: list[str], size: int, args: tuple[str, ...], density: float = 1.0) -> tuple[float, list]:
+    async with RenderPool(size=size, launch_args=args, timeout_s=300.0, pixel_density=density) as pool:
         start = time.monotonic()
         results = await asyncio.gather(*(pool.render(c, i) for i, c in enumerate(codes)))
         return time.monotonic() - start, results
@@ -62,13 +63,19 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=2, help="pages of the pool")
     parser.add_argument("--flag-sets", type=str, default="chosen", help=f"comma list of {sorted(FLAG_SETS)}")
     parser.add_argument("--naive", type=str, default="chosen", help="flag set of the naive baseline ('' to skip)")
+    parser.add_argument("--pixel-densities", type=str, default="1", help="comma list of capture densities, pool only")
     args = parser.parse_args()
     codes = [p.read_text() for p in sorted(SKETCHES.glob("*.js"))] * args.repeats
     print(f"{len(codes)} renders, pool of {args.size}")
     for name in args.flag_sets.split(","):
-        wall, results = asyncio.run(pool_run(codes, args.size, FLAG_SETS[name]))
-        failed = sum(r.error is not None for r in results)
-        print(f"[{name}] pool: {wall:.1f} s, {len(codes) / wall:.3f} renders/s, js mean {statistics.mean(r.js_s for r in results):.2f} s, failures {failed}")
+        walls = {}
+        for density in map(float, args.pixel_densities.split(",")):
+            wall, results = asyncio.run(pool_run(codes, args.size, FLAG_SETS[name], density))
+            walls[density] = wall
+            failed = sum(r.error is not None for r in results)
+            print(f"[{name}, density {density:g}] pool: {wall:.1f} s, {len(codes) / wall:.3f} renders/s, "
+                  f"js mean {statistics.mean(r.js_s for r in results):.2f} s, failures {failed}, "
+                  f"x{walls[max(walls)] / wall:.2f} of density {max(walls):g}")
         _, single = asyncio.run(pool_run(codes, 1, FLAG_SETS[name]))
         over = statistics.mean(r.elapsed_s - r.js_s for r in single) / statistics.mean(r.js_s for r in single)
         print(f"[{name}] one page: elapsed mean {statistics.mean(r.elapsed_s for r in single):.2f} s, js mean {statistics.mean(r.js_s for r in single):.2f} s, overhead {over:.1%}")

@@ -43,12 +43,15 @@ def main() -> None:
     for seed in args.seeds:
         metrics = run(seed, args.out / f"seed{seed}", overrides)
         rewards, passed = curve(metrics, "reward"), curve(metrics, "gate/pass_rate")
+        painted = curve(metrics, "reward/embedded/mean")  # the scorer on passing sketches only: no gate noise
         first, last = statistics.mean(rewards[: args.k]), statistics.mean(rewards[-args.k :])
         firsts.append(first)
         lasts.append(last)
         print(json.dumps({"seed": seed, "first_k_reward": round(first, 4), "last_k_reward": round(last, 4),
                           "first_k_pass": round(statistics.mean(passed[: args.k]), 3),
                           "last_k_pass": round(statistics.mean(passed[-args.k :]), 3),
+                          "first_k_embedded": round(statistics.mean(painted[: args.k]), 4) if painted else None,
+                          "last_k_embedded": round(statistics.mean(painted[-args.k :]), 4) if painted else None,
                           "rewards": [round(r, 3) for r in rewards]}), flush=True)
     gains = [b - a for a, b in zip(firsts, lasts)]
     spread = statistics.stdev(firsts) if len(firsts) > 1 else float("nan")

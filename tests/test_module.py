@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
+from PIL import Image
 from safetensors.torch import load_file
 
 from lit_watercolour.checkpoint import AdapterCheckpoint
@@ -135,6 +136,7 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
         sampling=SamplingConfig(max_completion_length=160, temperature=0.7),
         grpo_config=GRPOConfig(num_generations=4),
         predict_generations=3, predict_dir=str(tmp_path / "paintings"),
+        render_kwargs={"pixel_density": 0.5},  # training's cheap renders; paintings stay full size
     )
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, callbacks=[GateTerm()])
     (metrics,) = trainer.validate(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
@@ -145,7 +147,7 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
     files = sorted(p.name for p in (tmp_path / "paintings").iterdir())
     assert all(f"a-peach-hibiscus-0-{i}.txt" in files for i in range(3))
     pngs = list((tmp_path / "paintings").glob("*.png"))
-    assert pngs and all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
+    assert pngs and all(Image.open(p).size == (512, 512) for p in pngs)
     assert all(p.with_suffix(".js").exists() for p in pngs)
 
 
