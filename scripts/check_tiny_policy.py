@@ -2,7 +2,7 @@
 
     python scripts/check_tiny_policy.py --policy lit_watercolour/assets/tiny_policy --per-subject 16
 
-Samples `--per-subject` completions at `--temperature` for each subject with `model.generate`
+Samples `--per-subject` completions at `--temperature`, `--top-p`, `--top-k` (the default config's) for each subject with `model.generate`
 (KV cache, batches of `--batch-size`), renders the extracted sketches in headless Chromium and
 gates them. Variety is the number of distinct sketches and the spread of painted fraction.
 """
@@ -26,11 +26,11 @@ from lit_watercolour.sketch import extract_code
 DEFAULT_SUBJECTS = ["a peach hibiscus", "a red poppy", "a misty hillside at dawn", "a bowl of lemons"]
 
 
-def sample(model, tok, subject: str, n: int, temperature: float, max_new_tokens: int) -> tuple[list[str], int]:
+def sample(model, tok, subject: str, n: int, temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> tuple[list[str], int]:
     """n completions for one subject and the number of tokens generated."""
     prompt = tok.apply_chat_template(chat_messages(subject), add_generation_prompt=True, tokenize=False, enable_thinking=False)
     batch = tok([prompt] * n, return_tensors="pt", add_special_tokens=False)
-    out = model.generate(**batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens)
+    out = model.generate(**batch, do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens)
     new = out[:, batch["input_ids"].shape[1] :]
     num_tokens = int((new != tok.pad_token_id).sum())
     return tok.batch_decode(new, skip_special_tokens=True), num_tokens
@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--per-subject", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--max-new-tokens", type=int, default=1024)
     parser.add_argument("--dtype", type=str, default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--render-size", type=int, default=2)
@@ -61,7 +63,7 @@ def main() -> None:
         for start in range(0, args.per_subject, args.batch_size):
             t = time.perf_counter()
             with torch.no_grad():
-                texts, n = sample(model, tok, subject, min(args.batch_size, args.per_subject - start), args.temperature, args.max_new_tokens)
+                texts, n = sample(model, tok, subject, min(args.batch_size, args.per_subject - start), args.temperature, args.top_p, args.top_k, args.max_new_tokens)
             sampling_s += time.perf_counter() - t
             completions += texts
             subjects += [subject] * len(texts)

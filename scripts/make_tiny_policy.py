@@ -2,10 +2,16 @@
 
 The offline default config needs a policy that already writes valid p5.brush sketches, so that
 GRPO has something to improve on a laptop with no Hub access. This script trains one from
-scratch on `lit_watercolour.corpus`, on the CPU, in minutes, and saves a standard transformers
-folder (config, bf16 safetensors, tokenizer, generation config).
+scratch on `lit_watercolour.corpus` and saves a standard transformers folder (config, bf16
+safetensors, tokenizer, generation config).
 
     python scripts/make_tiny_policy.py --out lit_watercolour/assets/tiny_policy  # add --device cuda where a GPU is
+
+The shipped checkpoint is these defaults with --device cuda: 4000 steps of 16 fresh sketches,
+259 s on one H200 (final loss ~0.5). On a CPU the same run takes ~2.4 s a step on 2 cores (~2.7 h);
+fewer steps give a policy that writes valid sketches but blurs the corpus's qualities into one
+average wash (1500 steps of 8: 8% sparse or opaque sketches against the corpus's 28%), which
+leaves GRPO little to learn.
 """
 
 from __future__ import annotations
@@ -93,8 +99,8 @@ def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("lit_watercolour/assets/tiny_policy"))
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--vocab-size", type=int, default=3000)  # an upper bound: merges run out near 2.3k

@@ -1,8 +1,12 @@
 """The shipped tiny policy: loads offline from the package, chats like Qwen3, writes a valid sketch."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -68,3 +72,24 @@ def test_greedy_generation_is_a_sketch_that_passes_the_static_gate(tok, model):
     code = extract_code(completion)
     assert "```js\n" in completion and code.startswith("function setup() {")
     assert static_gate(code, completion) is None
+
+
+@pytest.mark.timeout(300)
+def test_make_tiny_policy_rebuilds_the_shipped_tokenizer_and_architecture(tmp_path):
+    """The script reproduces the checkpoint's folder: the same tokenizer byte for byte and the same
+    config; only the weights need its full training run (a few steps here)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "make_tiny_policy.py"
+    subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--steps", "2", "--batch-size", "2"], check=True)
+    assert (tmp_path / "tokenizer.json").read_bytes() == (TINY_POLICY / "tokenizer.json").read_bytes()
+
+    def settings(folder, name):
+        return {k: v for k, v in json.loads((folder / name).read_text()).items() if k != "transformers_version"}
+
+    for name in ("config.json", "generation_config.json", "tokenizer_config.json"):
+        assert settings(tmp_path, name) == settings(TINY_POLICY, name)
+
+    def shapes(folder):
+        return {name: t.shape for name, t in safetensors.torch.load_file(folder / "model.safetensors").items()}
+
+    assert shapes(tmp_path) == shapes(TINY_POLICY)
+    assert AutoModelForCausalLM.from_pretrained(tmp_path, local_files_only=True).num_parameters() > 1e6
