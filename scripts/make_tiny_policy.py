@@ -10,8 +10,9 @@ safetensors, tokenizer, generation config).
 The shipped checkpoint is these defaults with --device cuda: 4000 steps of 16 fresh sketches,
 259 s on one H200 (final loss ~0.5). On a CPU the same run takes ~2.4 s a step on 2 cores (~2.7 h);
 fewer steps give a policy that writes valid sketches but blurs the corpus's qualities into one
-average wash (1500 steps of 8: 8% sparse or opaque sketches against the corpus's 28%), which
-leaves GRPO little to learn.
+average wash, which leaves GRPO little to learn: sampled at temperature 1, 1500 steps of 8 wrote
+17% sparse or opaque sketches (8 of 48, by mean fill opacity), these defaults 27% (34 of 128),
+the corpus 28%.
 """
 
 from __future__ import annotations
