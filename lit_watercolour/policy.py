@@ -20,7 +20,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel
 
-from lit_watercolour.grpo import token_logps_and_entropy
+from lit_watercolour.grpo import linear_logps_and_entropy
 from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -156,18 +156,26 @@ def completion_logps(
 
     Sampling, the old-policy pass, the reference pass and the loss all go through here, so
     they agree token for token (checked against `generate`'s own logits, left padding included).
+    The LM head is applied by `linear_logps_and_entropy` in token chunks, to the last hidden
+    states of the completion positions only: no [B, C, V] logits tensor exists, forward or backward.
     """
+    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    head = base.get_output_embeddings()
+    if type(head) is not torch.nn.Linear:
+        raise ValueError(f"the LM head must be a plain nn.Linear (no adapter, no quantisation), not {type(head).__name__}")
+    text_config = base.config.get_text_config()
+    if any(getattr(text_config, k, None) not in (None, 1.0) for k in ("final_logit_softcapping", "logit_scale")):
+        raise ValueError("models whose logits are scaled or soft-capped are not supported")
     # The last completion token is only ever a target: leaving it out of the input makes the last
-    # `width` logits exactly the predictions needed, so no [B, C, V] slice and no zero-padded
-    # gradient of the full logits are ever made (20 GB a micro-batch at 8 x 8192 x 152k in bf16).
+    # `width` hidden states exactly the predicting positions.
     ids = torch.cat([prompt_ids, completion_ids[:, :-1]], 1)
     mask = torch.cat([prompt_mask, completion_mask[:, :-1]], 1)
     width = completion_ids.shape[1]
     logps, entropies = [], []
     for lo in range(0, ids.shape[0], batch_size):
         sl = slice(lo, lo + batch_size)
-        logits = model(input_ids=ids[sl], attention_mask=mask[sl], logits_to_keep=width, use_cache=False).logits
-        lp, ent = token_logps_and_entropy(logits, completion_ids[sl], temperature, overwrite_logits=True)  # used once
+        hidden = base.base_model(input_ids=ids[sl], attention_mask=mask[sl], use_cache=False).last_hidden_state
+        lp, ent = linear_logps_and_entropy(hidden[:, -width:], head.weight, completion_ids[sl], temperature, head.bias)
         logps.append(lp)
         entropies.append(ent)
     return torch.cat(logps), torch.cat(entropies)

@@ -34,8 +34,9 @@ from lit_watercolour.grpo import (
     mask_truncated_completions,
     masked_mean,
     nanstd,
-    token_logps_and_entropy,
+    linear_logps_and_entropy,
 )
+from lit_watercolour.policy import completion_logps
 from lit_watercolour.tiny_models import build_tiny_model
 
 NAN = float("nan")
@@ -339,7 +340,7 @@ def test_loss_rejects_missing_arguments():
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 def test_end_to_end_gradients_match_trl(trainer, monkeypatch, loss_type):
-    """TRL's _compute_loss (fused LM head, adapter-off reference) vs logits -> ours, parameter gradients."""
+    """TRL's _compute_loss (fused LM head, adapter-off reference) vs completion_logps (chunked head) -> grpo_loss."""
     configure(
         monkeypatch,
         trainer,
@@ -371,12 +372,9 @@ def test_end_to_end_gradients_match_trl(trainer, monkeypatch, loss_type):
         trl_metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
 
         model.zero_grad()
-        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
-        attn = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
-        width = batch["completion_ids"].shape[1]
-        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=width + 1).logits[:, :-1]
-        logps, entropy = token_logps_and_entropy(logits, batch["completion_ids"], TEMPERATURE)
         mask = batch["completion_mask"]
+        logps, entropy = completion_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"],
+                                          mask, TEMPERATURE, batch_size=5)  # 12 rows: micro-batches of 5, 5, 2
         loss, metrics = grpo_loss(
             logps,
             batch["advantages"],
@@ -413,13 +411,20 @@ def naive(logits, ids, temperature):
     return logp.gather(-1, ids[..., None]).squeeze(-1), -(logp.exp() * logp).sum(-1)
 
 
-@pytest.mark.parametrize("chunk_size", [3, 1024])
-def test_logps_and_entropy_match_trl_and_naive(chunk_size):
-    g = torch.Generator().manual_seed(0)
-    full = torch.randn(3, 9, 50, generator=g, dtype=torch.float64) * 3
-    logits = full[:, :-1]  # a strided view, as a caller slices off the last position
-    ids = torch.randint(0, 50, (3, 8), generator=g)
-    logps, entropy = token_logps_and_entropy(logits, ids, TEMPERATURE, chunk_size=chunk_size)
+def head_case(seed, batch=3, tokens=8, hidden=6, vocab=50, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(batch, tokens + 1, hidden, generator=g, dtype=dtype)[:, :-1]  # a strided view, as callers slice
+    weight = torch.randn(vocab, hidden, generator=g, dtype=dtype)
+    bias = torch.randn(vocab, generator=g, dtype=dtype)
+    return h, weight, bias, torch.randint(0, vocab, (batch, tokens), generator=g)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 7, 2048])
+def test_linear_logps_and_entropy_match_trl_and_the_full_logits(chunk_size):
+    """Chunked head (any chunking, chunks crossing rows) against full logits through TRL's functions and log_softmax."""
+    h, weight, bias, ids = head_case(0)
+    logits = (h @ weight.T + bias) * 3
+    logps, entropy = linear_logps_and_entropy(h, weight * 3, ids, TEMPERATURE, bias * 3, chunk_size=chunk_size)
     ref_logps, ref_entropy = naive(logits, ids, TEMPERATURE)
     torch.testing.assert_close(logps, ref_logps, atol=1e-12, rtol=0)
     torch.testing.assert_close(entropy, ref_entropy, atol=1e-12, rtol=0)
@@ -427,67 +432,98 @@ def test_logps_and_entropy_match_trl_and_naive(chunk_size):
     torch.testing.assert_close(entropy, entropy_from_logits(logits / TEMPERATURE), atol=1e-12, rtol=0)
 
 
-def test_logps_and_entropy_gradients():
-    g = torch.Generator().manual_seed(1)
-    logits = (torch.randn(2, 5, 11, generator=g, dtype=torch.float64) * 2).requires_grad_()
-    ids = torch.randint(0, 11, (2, 5), generator=g)
-    f = lambda x: token_logps_and_entropy(x, ids, TEMPERATURE, chunk_size=2)  # noqa: E731
-    assert torch.autograd.gradcheck(f, (logits,))
-    # each output alone (the other's gradient is None) against autograd through log_softmax
-    w = torch.randn(2, 5, generator=g, dtype=torch.float64)
+def test_linear_logps_and_entropy_gradients():
+    """gradcheck in hidden, head weight and bias; each output alone against autograd through the full logits."""
+    h, weight, bias, ids = head_case(1, batch=2, tokens=5, hidden=4, vocab=11)
+    inputs = [t.detach().clone().requires_grad_() for t in (h, weight, bias)]
+    f = lambda x, w, b: linear_logps_and_entropy(x, w, ids, TEMPERATURE, b, chunk_size=3)  # noqa: E731
+    assert torch.autograd.gradcheck(f, inputs)
+    w = torch.randn(2, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     for k in range(2):
-        (ours,) = torch.autograd.grad((f(logits)[k] * w).sum(), logits)
-        (ref,) = torch.autograd.grad((naive(logits, ids, TEMPERATURE)[k] * w).sum(), logits)
-        torch.testing.assert_close(ours, ref, atol=1e-12, rtol=0)
+        ours = torch.autograd.grad((f(*inputs)[k] * w).sum(), inputs)
+        x, wt, b = inputs
+        ref = torch.autograd.grad((naive(x @ wt.T + b, ids, TEMPERATURE)[k] * w).sum(), inputs)
+        for a, r in zip(ours, ref):
+            torch.testing.assert_close(a, r, atol=1e-12, rtol=0)
+    frozen = linear_logps_and_entropy(inputs[0], weight, ids, TEMPERATURE, None)[0]  # a frozen head: no head grads
+    assert torch.autograd.grad(frozen.sum(), inputs[0])[0].abs().sum() > 0
 
 
-def test_logps_backward_can_write_the_gradient_over_the_logits():
-    """`overwrite_logits`: the same gradient, held in the logits' own storage (no second [B, T, V] buffer)."""
-    g = torch.Generator().manual_seed(3)
-    hidden = torch.randn(2, 5, 8, generator=g, dtype=torch.float64, requires_grad=True)
-    head = torch.randn(8, 11, generator=g, dtype=torch.float64)
-    ids = torch.randint(0, 11, (2, 5), generator=g)
-    w = torch.randn(2, 2, 5, generator=g, dtype=torch.float64)
-    grads, same_storage = [], []
-    for overwrite in (False, True):
-        logits = hidden @ head  # a forward's output, read by nothing after backward
-        logits.register_hook(lambda grad, lg=logits: same_storage.append(grad.data_ptr() == lg.data_ptr()))
-        logps, entropy = token_logps_and_entropy(logits, ids, TEMPERATURE, chunk_size=3, overwrite_logits=overwrite)
-        (logps * w[0] + entropy * w[1]).sum().backward()
-        grads.append(hidden.grad.clone())
-        hidden.grad = None
-    torch.testing.assert_close(grads[0], grads[1], atol=1e-12, rtol=0)
-    assert same_storage == [False, True]
+def test_linear_logps_compiled_tiles_match_eager():
+    """torch.compile's fused tiles (the CUDA default) give the eager values and gradients."""
+    h, weight, _, ids = head_case(5, dtype=torch.float32)
+    results = []
+    for compile in (False, True):
+        x = h.detach().clone().requires_grad_()
+        logps, entropy = linear_logps_and_entropy(x, weight, ids, TEMPERATURE, chunk_size=5, compile=compile)
+        (logps.sum() + 0.3 * entropy.sum()).backward()
+        results.append((logps, entropy, x.grad))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
-def test_logps_from_bfloat16_logits_are_float32():
-    g = torch.Generator().manual_seed(2)
-    logits = torch.randn(2, 6, 40, generator=g).bfloat16().requires_grad_()
-    ids = torch.randint(0, 40, (2, 6), generator=g)
-    logps, entropy = token_logps_and_entropy(logits, ids, TEMPERATURE)
+def test_linear_logps_from_bfloat16_are_float32_with_bfloat16_gradients():
+    h, weight, _, ids = head_case(2, dtype=torch.float32)
+    h, weight = h.bfloat16().requires_grad_(), weight.bfloat16()
+    logps, entropy = linear_logps_and_entropy(h, weight, ids, TEMPERATURE)
     assert logps.dtype == entropy.dtype == torch.float32
-    ref_logps, ref_entropy = naive(logits.detach().float(), ids, TEMPERATURE)
-    torch.testing.assert_close(logps, ref_logps, atol=1e-6, rtol=0)
-    torch.testing.assert_close(entropy, ref_entropy, atol=1e-6, rtol=0)
+    ref_logps, ref_entropy = naive((h @ weight.T).detach().float(), ids, TEMPERATURE)  # the logits rounded to bf16
+    torch.testing.assert_close(logps, ref_logps, atol=1e-5, rtol=0)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-5, rtol=0)
     logps.sum().backward()
-    assert logits.grad.dtype == torch.bfloat16 and logits.grad.abs().sum() > 0
-    with pytest.raises(ValueError):
-        token_logps_and_entropy(logits, ids[:, :3])
+    assert h.grad.dtype == torch.bfloat16 and h.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="must be"):
+        linear_logps_and_entropy(h, weight, ids[:, :3])
+    with pytest.raises(ValueError, match="temperature"):
+        linear_logps_and_entropy(h, weight, ids, 0.0)
 
 
-def test_logps_keep_no_vocab_sized_tensor_for_backward():
-    """What autograd keeps beyond the logits: O(B*T) statistics, where log_softmax keeps a [B, T, V] copy."""
+def test_linear_logps_keep_no_vocab_sized_tensor():
+    """Autograd keeps the inputs and O(tokens) statistics, where log_softmax of the logits keeps [N, V] copies."""
 
-    def saved_bytes(fn, logits):
+    def saved_bytes(fn, *inputs):
         saved = []
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-            fn(logits)
-        base = logits.untyped_storage().data_ptr()
-        return sum(t.nbytes for t in saved if t.untyped_storage().data_ptr() != base)
+            fn(*inputs)
+        inputs_ = {t.untyped_storage().data_ptr() for t in inputs}
+        return sum(t.nbytes for t in saved if t.untyped_storage().data_ptr() not in inputs_)
 
-    logits = torch.randn(2, 64, 1000, requires_grad=True)
+    h = torch.randn(2, 64, 16, requires_grad=True)
+    weight = torch.randn(1000, 16)
     ids = torch.randint(0, 1000, (2, 64))
-    ours = saved_bytes(lambda x: token_logps_and_entropy(x, ids, TEMPERATURE), logits)
-    full = saved_bytes(lambda x: naive(x, ids, TEMPERATURE), logits)
+    ours = saved_bytes(lambda x, w: linear_logps_and_entropy(x, w, ids, TEMPERATURE), h, weight)
+    full = saved_bytes(lambda x, w: naive(x @ w.T, ids, TEMPERATURE), h, weight)
     assert 0 < ours <= 2 * 64 * (8 + 4 + 4)  # ids, log-normaliser, E_p[z]
-    assert full >= logits.nbytes
+    assert full >= 2 * 64 * 1000 * 4
+
+
+def test_completion_logps_chunked_head_agrees_with_the_models_own_logits(trainer):
+    """The policy's path (backbone -> chunked head) against the model's forward -> full logits -> log_softmax:
+    log-probs, entropies and the LoRA gradients of a loss of both, left-padded prompts and right padding included."""
+    model = trainer.model
+    g = torch.Generator().manual_seed(7)
+    prompt_ids = torch.randint(2, 8, (4, 3), generator=g)
+    prompt_mask = torch.tensor([[1, 1, 1], [0, 1, 1], [0, 0, 1], [1, 1, 1]])
+    completion_ids = torch.randint(0, 8, (4, 6), generator=g)
+    completion_mask = (torch.arange(6) < torch.tensor([6, 4, 1, 5])[:, None]).long()
+    weights = torch.randn(2, 4, 6, generator=g)
+    lora = [p for n, p in model.named_parameters() if "lora_" in n]
+    results = []
+    for chunked in (True, False):
+        model.zero_grad()
+        if chunked:
+            logps, entropy = completion_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                              TEMPERATURE, batch_size=3)
+        else:
+            ids, attn = torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1)
+            logits = model(input_ids=ids, attention_mask=attn).logits[:, 2:-1]
+            logps, entropy = naive(logits, completion_ids, TEMPERATURE)
+        m = completion_mask
+        ((logps * weights[0] * m).sum() + (entropy * weights[1] * m).sum()).backward()
+        results.append((logps * m, entropy * m, [p.grad.clone() for p in lora]))
+    (logps, entropy, grads), (ref_logps, ref_entropy, ref_grads) = results
+    torch.testing.assert_close(logps, ref_logps, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-5, rtol=1e-5)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert sum(g.abs().sum() for g in ref_grads) > 0
