@@ -138,6 +138,26 @@ def adapter_merged(model: PeftModel) -> Iterator[None]:
                 b.weight.copy_(w)
 
 
+@contextmanager
+def adapter_in_model_dtype(model: torch.nn.Module, enabled: bool = True) -> Iterator[None]:
+    """The adapter's matmuls in the base model's 16-bit dtype, its weights staying float32 for the optimizer.
+
+    peft keeps adapter weights in float32 and casts each layer's input up to them, so every LoRA
+    layer of a bf16 model reads, multiplies and adds float32 copies of its activations. Under
+    autocast (what TRL's bf16 training runs in), with peft's input casting off, they run in bf16
+    and autograd still delivers float32 gradients to the float32 weights. A no-op for float32 models.
+    """
+    dtype = next((p.dtype for p in model.parameters() if not p.requires_grad), torch.float32)
+    if not enabled or not isinstance(model, PeftModel) or dtype not in (torch.bfloat16, torch.float16):
+        yield
+        return
+    from peft.helpers import disable_input_dtype_casting
+
+    device = next(model.parameters()).device.type
+    with torch.autocast(device, dtype=dtype), disable_input_dtype_casting(model):
+        yield
+
+
 def trainable_state_dict(model: torch.nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:
     """The parameters that train (the adapter), keyed as in `model.state_dict()` with `prefix`."""
     return {prefix + n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
@@ -151,6 +171,7 @@ def completion_logps(
     completion_mask: torch.Tensor,
     temperature: float,
     batch_size: int,
+    lora_autocast: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and entropies [N, C] of the completion tokens, `batch_size` rows a forward.
 
@@ -158,6 +179,7 @@ def completion_logps(
     they agree token for token (checked against `generate`'s own logits, left padding included).
     The LM head is applied by `linear_logps_and_entropy` in token chunks, to the last hidden
     states of the completion positions only: no [B, C, V] logits tensor exists, forward or backward.
+    `lora_autocast`: see `adapter_in_model_dtype`.
     """
     base = model.get_base_model() if isinstance(model, PeftModel) else model
     head = base.get_output_embeddings()
@@ -174,7 +196,8 @@ def completion_logps(
     logps, entropies = [], []
     for lo in range(0, ids.shape[0], batch_size):
         sl = slice(lo, lo + batch_size)
-        hidden = base.base_model(input_ids=ids[sl], attention_mask=mask[sl], use_cache=False).last_hidden_state
+        with adapter_in_model_dtype(model, lora_autocast):
+            hidden = base.base_model(input_ids=ids[sl], attention_mask=mask[sl], use_cache=False).last_hidden_state
         lp, ent = linear_logps_and_entropy(hidden[:, -width:], head.weight, completion_ids[sl], temperature, head.bias)
         logps.append(lp)
         entropies.append(ent)

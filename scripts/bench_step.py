@@ -20,16 +20,30 @@ loaded by the very code that loads a Hub checkpoint (`--model` takes a real one 
     python scripts/bench_step.py --arch qwen3 --hidden 2048 --layers 28 --completion-length 2048
     python scripts/bench_step.py --device cpu --preset tiny --completion-length 32 --dtype float32 --impls trl lit_watercolour
 
+Each implementation is warmed up with one whole step (kernels, compilation, optimizer state), then
+timed over `--repeats` steps; peak memory is that of the timed steps. An implementation can carry
+knobs, `impl:key=value,...` (see `Variant`), so one call compares several settings side by side:
+
+    python scripts/bench_step.py --preset qwen3-4b --completion-length 8192 --completions random \
+        --impls trl lit_watercolour lit_watercolour:mb=1 lit_watercolour:mb=1,sdpa=cudnn --profile 25
+
+MFU = model FLOPs of the update (`update_flops`: forward + backward matmuls and causal attention,
+recomputation not counted) / forward-backward seconds / `--peak-tflops` (H200 dense bf16: 989).
+`--profile N` runs one more step under torch.profiler and prints its top N kernels.
+
 Each run prints a JSON line as it ends; the last line holds every figure: {"runs": [...]}.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -49,12 +63,17 @@ PRESETS = {
     "qwen3-4b": dict(arch="qwen3", hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128,
                      intermediate=9728, vocab=QWEN3_VOCAB, tie=True),
     "qwen3.5-moe-small": dict(arch="qwen3_5_moe", hidden=1024, layers=8, vocab=QWEN3_VOCAB),
+    # the recipe's family (hybrid linear/full attention, 3:1) at a few billion parameters, ~0.6B active
+    "qwen3.5-moe-3b": dict(arch="qwen3_5_moe", hidden=1536, layers=24, vocab=QWEN3_VOCAB, moe=dict(
+        num_experts=64, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+        num_attention_heads=16, num_key_value_heads=2, head_dim=128, linear_num_value_heads=16,
+        linear_num_key_heads=8, linear_key_head_dim=128, linear_value_head_dim=128)),
 }
 PROMPT = "a peach hibiscus"
 
 
 def model_config(spec: dict, tokenizer):
-    """A transformers config: `tiny_config`'s shapes, or a dense Qwen3 with every dimension given."""
+    """A transformers config: `tiny_config`'s shapes (with the preset's overrides), or a dense Qwen3 with every dimension given."""
     vocab = spec.get("vocab") or len(tokenizer)  # ids past the tokenizer's decode to nothing: fine, nothing renders
     if "heads" in spec:
         from transformers import Qwen3Config
@@ -64,7 +83,7 @@ def model_config(spec: dict, tokenizer):
                           head_dim=spec["head_dim"], intermediate_size=spec["intermediate"],
                           tie_word_embeddings=spec.get("tie", False), max_position_embeddings=40960)
     else:
-        cfg = tiny_config(spec["arch"], vocab, hidden_size=spec["hidden"], num_layers=spec["layers"])
+        cfg = tiny_config(spec["arch"], vocab, hidden_size=spec["hidden"], num_layers=spec["layers"], **spec.get("moe", {}))
         for c in (cfg, getattr(cfg, "text_config", None)):
             if c is not None:
                 c.max_position_embeddings = 40960
@@ -134,80 +153,192 @@ def random_batch(tokenizer, prompt: str, n: int, length: int, device: torch.devi
                        groups=[0] * n)
 
 
-def bench_ours(folder: str, args, length: int, device: torch.device) -> dict:
+@dataclass
+class Variant:
+    """One implementation and its knobs, written on the command line as `impl[:key=value,...]`."""
+
+    impl: str  # lit_watercolour | trl
+    mb: int = 0  # rows per forward/backward; 0: --micro-batch-size
+    sdpa: str = "default"  # ours: the SDPA backend tried first (flash, cudnn, efficient); default: torch's order
+    autocast: int = 1  # ours: adapter matmuls in bf16 under autocast (`policy.adapter_in_model_dtype`)
+    compile: int = 0  # ours: torch.compile each decoder layer
+    liger: int = 0  # trl: use_liger_kernel (Liger's Triton RMSNorm, RoPE, SwiGLU; needs liger-kernel)
+
+    @classmethod
+    def parse(cls, text: str) -> "Variant":
+        impl, _, opts = text.partition(":")
+        if impl not in ("lit_watercolour", "trl"):
+            raise argparse.ArgumentTypeError(f"unknown implementation {impl!r} in {text!r}: lit_watercolour or trl")
+        kwargs = {}
+        for item in filter(None, opts.split(",")):
+            key, _, value = item.partition("=")
+            if key not in cls.__dataclass_fields__ or key == "impl":
+                raise argparse.ArgumentTypeError(f"unknown option {key!r} in {text!r}")
+            kwargs[key] = value if key == "sdpa" else int(value)
+        if kwargs.get("sdpa", "default") not in ("default", "flash", "cudnn", "efficient"):
+            raise argparse.ArgumentTypeError(f"sdpa must be default, flash, cudnn or efficient in {text!r}")
+        return cls(impl, **kwargs)
+
+
+def sdpa_priority(name: str):
+    """A context trying one SDPA backend first (the others stay as fallbacks)."""
+    if name == "default":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    order = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    first = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+             "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
+    return sdpa_kernel([first] + [b for b in order if b != first], set_priority=True)
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    return next(m for n, m in model.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList))
+
+
+def update_flops(model, rows: int, seq_len: int) -> float:
+    """Model FLOPs of one update (forward + backward, no recomputation) over rows x seq_len tokens.
+
+    Matmuls: 2 per weight per token forward, 2 backward for the input gradient; frozen weights get
+    no weight gradient, the adapter's get 2 more. MoE experts count top_k / num_experts of their
+    weights; the LM head counts once (tied or not), the embedding lookup not at all. Causal
+    attention of each full-attention layer: 2*T^2*heads*head_dim forward (QK^T and PV over half
+    the square), twice that backward. Norms, activations and linear-attention recurrences are not counted.
+    """
+    cfg = model.config.get_text_config()
+    experts = getattr(cfg, "num_experts", None) or 0
+    active = cfg.num_experts_per_tok / experts if experts else 1.0
+    embed = model.get_input_embeddings().weight
+    frozen = adapter = 0.0
+    for name, p in model.named_parameters():
+        if p.ndim < 2 or "visual" in name or p is embed:
+            continue
+        if p.requires_grad:
+            adapter += p.numel()
+        else:
+            frozen += p.numel() * (active if p.ndim == 3 and p.shape[0] == experts else 1.0)
+    if model.get_output_embeddings().weight is embed:  # tied: the head is the embedding, skipped above
+        frozen += embed.numel()
+    layer_types = getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    attention = 3 * 2 * rows * seq_len**2 * cfg.num_attention_heads * head_dim * layer_types.count("full_attention")
+    tokens = rows * seq_len
+    return 4 * tokens * frozen + 6 * tokens * adapter + attention
+
+
+@contextlib.contextmanager
+def profiled(device: torch.device, rows: int):
+    """torch.profiler around the block, then its top kernels (ops on a CPU) by their own time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        yield
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=100), flush=True)
+
+
+def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, flops: float, peak_tflops: float) -> dict:
+    """Means over the timed steps (each step's seconds too), tokens/s and MFU of the forward + backward."""
+    mean = statistics.mean(fwd_bwd)
+    return {"update_fwd_bwd_s": mean, "update_fwd_bwd_reps_s": [round(t, 4) for t in fwd_bwd],
+            "update_tokens_per_s": tokens / mean, "optimizer_s": statistics.mean(optimizer),
+            "update_tflop": flops / 1e12, "mfu": flops / mean / (peak_tflops * 1e12)}
+
+
+def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
     cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=True, lora_r=args.lora_r,
                        lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
     model, tokenizer = load_policy(cfg)
     model.to(device)
-    G, mb = args.num_generations, args.micro_batch_size
+    if v.compile:
+        for layer in decoder_layers(model):
+            layer.compile(dynamic=True)
+    G, mb = args.num_generations, v.mb or args.micro_batch_size
     sampling = SamplingConfig(temperature=1.0, max_completion_length=length, generation_batch_size=G, logprob_batch_size=mb)
     sampler = build_sampler("hf", model, tokenizer, sampling)
     prompt = chat_prompt(tokenizer, PROMPT)
-    warm_up = SamplingConfig(max_completion_length=8, generation_batch_size=G, logprob_batch_size=mb)
-    build_sampler("hf", model, tokenizer, warm_up).sample([prompt], G)  # kernels, allocator, cuBLAS handles
-    model.get_base_model().generation_config.min_new_tokens = length  # full-length completions: EOS cannot end a row
     clock = Clock(device)
-    model.generate = clock.wrap("generate", model.generate)  # the sampler's generate calls, timed apart from its log-probs
-    reset_memory(device)
-
     if args.completions == "random":
         batch = random_batch(tokenizer, prompt, G, length, device)
     else:
+        warm_up = SamplingConfig(max_completion_length=8, generation_batch_size=G, logprob_batch_size=mb)
+        build_sampler("hf", model, tokenizer, warm_up).sample([prompt], G)  # kernels, allocator, cuBLAS handles
+        model.get_base_model().generation_config.min_new_tokens = length  # full-length completions: EOS cannot end a row
+        model.generate = clock.wrap("generate", model.generate)  # the sampler's generate calls, timed apart from its log-probs
         batch = clock.wrap("sampling", sampler.sample)([prompt], G)
         clock.seconds["sampling_logps"] = clock.seconds["sampling"] - clock.seconds["generate"]
     args_ = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask, sampling.temperature, mb)
 
     def reference_logps():
-        with torch.no_grad(), model.disable_adapter():
-            return completion_logps(model, *args_)[0]
+        with torch.no_grad(), model.disable_adapter(), sdpa_priority(v.sdpa):
+            return completion_logps(model, *args_, lora_autocast=bool(v.autocast))[0]
 
-    clock.wrap("ref_logps", reference_logps)()
-    sampling_peak = peak_memory_gib(device)
+    reference_logps()  # warm-up
     reset_memory(device)
+    clock.wrap("ref_logps", reference_logps)()
+    ref_peak = peak_memory_gib(device)
+    sampled_s, ref_s = dict(clock.seconds), clock.seconds["ref_logps"]
 
     rewards = torch.rand(G)  # synthetic: no rendering here
     advantages, _ = grpo.group_advantages(rewards, G, "group")
     advantages = advantages.to(device)
     mask = batch.completion_mask.float()
+    num_items = mask.sum()
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-5)
+    optimizer = torch.optim.AdamW(params, lr=1e-5, fused=device.type == "cuda")  # as GRPOModule.configure_optimizers
 
     def forward_backward():
         model.train()
-        for lo in range(0, G, mb):
-            sl = slice(lo, lo + mb)
-            logps, _ = completion_logps(model, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl],
-                                        batch.completion_mask[sl], sampling.temperature, mb)
-            loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=mask.sum())
-            loss.backward()
+        with sdpa_priority(v.sdpa):
+            for lo in range(0, G, mb):
+                sl = slice(lo, lo + mb)
+                logps, _ = completion_logps(model, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl],
+                                            batch.completion_mask[sl], sampling.temperature, mb,
+                                            lora_autocast=bool(v.autocast))
+                loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
+                loss.backward()
 
-    def optimizer_step():
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+    def optimizer_step():  # as GRPOModule.policy_step: one norm, clipped with it, one step
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    clock.wrap("update_fwd_bwd", forward_backward)()
-    clock.wrap("optimizer", optimizer_step)()
+    forward_backward()  # warm-up: kernels, compilation, the optimizer's state
+    optimizer_step()
+    reset_memory(device)
+    fwd_bwd, opt = [], []
+    for _ in range(args.repeats):
+        clock.seconds = {}
+        clock.wrap("fwd_bwd", forward_backward)()
+        clock.wrap("optimizer", optimizer_step)()
+        fwd_bwd.append(clock.seconds["fwd_bwd"])
+        opt.append(clock.seconds["optimizer"])
+    peak = peak_memory_gib(device)
+    if args.profile:
+        with profiled(device, args.profile):
+            forward_backward()
+            optimizer_step()
+    prompt_tokens = int(batch.prompt_mask.sum())
     completion_tokens = int(batch.completion_mask.sum())
-    all_tokens = completion_tokens + int(batch.prompt_mask.sum())
-    s = clock.seconds
+    all_tokens = completion_tokens + prompt_tokens
+    seq_len = batch.prompt_ids.shape[1] + batch.completion_ids.shape[1]
     sampled = {} if args.completions == "random" else {
-        "sampling_s": s["generate"], "sampling_tokens_per_s": completion_tokens / s["generate"],
-        "sampling_logps_s": s["sampling_logps"], "sampling_logps_tokens_per_s": all_tokens / max(s["sampling_logps"], 1e-9),
+        "sampling_s": sampled_s["generate"], "sampling_tokens_per_s": completion_tokens / sampled_s["generate"],
+        "sampling_logps_s": sampled_s["sampling_logps"],
+        "sampling_logps_tokens_per_s": all_tokens / max(sampled_s["sampling_logps"], 1e-9),
     }
     out = {
         "impl": "lit_watercolour", "completion_length": length, "prompt_tokens": int(batch.prompt_mask[0].sum()),
         "completion_tokens": completion_tokens, **sampled,
-        "ref_logps_s": s["ref_logps"], "ref_logps_tokens_per_s": all_tokens / s["ref_logps"],
-        "update_fwd_bwd_s": s["update_fwd_bwd"], "update_tokens_per_s": all_tokens / s["update_fwd_bwd"],
-        "optimizer_s": s["optimizer"], "peak_memory_sampling_gib": sampling_peak,
-        "peak_memory_update_gib": peak_memory_gib(device),
+        "ref_logps_s": ref_s, "ref_logps_tokens_per_s": all_tokens / ref_s, "peak_memory_ref_gib": ref_peak,
+        **update_figures(fwd_bwd, opt, all_tokens, update_flops(model, G, seq_len), args.peak_tflops),
+        "peak_memory_update_gib": peak,
     }
     del model, sampler, optimizer, batch
     return out
-
-
-def bench_trl(folder: str, args, length: int, device: torch.device, out_dir: str) -> dict:
+def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, out_dir: str) -> dict:
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import TrainerCallback
@@ -216,25 +347,39 @@ def bench_trl(folder: str, args, length: int, device: torch.device, out_dir: str
     cfg = PolicyConfig(model=folder, dtype=args.dtype, attn_implementation=args.attn_implementation)
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg, tokenizer)
-    G, mb = args.num_generations, args.micro_batch_size
+    G, mb = args.num_generations, v.mb or args.micro_batch_size
     clock = Clock(device)
+    steps: list[dict] = []
+    profiler = contextlib.ExitStack()
 
-    class OptimizerClock(TrainerCallback):
-        def on_pre_optimizer_step(self, *a, **k):
-            clock.sync()
-            self.t0 = time.perf_counter()
+    class StepClock(TrainerCallback):
+        """Each optimizer step's seconds (forward/backward, clipping, optimizer), TRL's generation and
+        scoring (inside its first training_step) taken out; the step after the timed ones is profiled."""
 
-        def on_optimizer_step(self, *a, **k):
+        def on_step_begin(self, args_, state, *a, **k):
+            if args.profile and state.global_step == 1 + args.repeats:
+                profiler.enter_context(profiled(device, args.profile))
             clock.sync()
-            clock.seconds["optimizer"] = time.perf_counter() - self.t0
+            clock.seconds, self.t0 = {}, time.perf_counter()
+
+        def on_step_end(self, args_, state, *a, **k):
+            clock.sync()
+            s = clock.seconds
+            fwd_bwd = s["training_step"] - s["generate_and_score"]
+            steps.append({"fwd_bwd": fwd_bwd, "gen": s.get("generate", 0.0),
+                          "optimizer": time.perf_counter() - self.t0 - s["training_step"]})
+            if state.global_step == 1:  # the warm-up step is over: peak memory from here on
+                reset_memory(device)
+            profiler.close()
 
     config = GRPOConfig(
-        output_dir=out_dir, max_steps=1, per_device_train_batch_size=mb, gradient_accumulation_steps=G // mb,
+        output_dir=out_dir, max_steps=1 + args.repeats + bool(args.profile), per_device_train_batch_size=mb, gradient_accumulation_steps=G // mb,
         num_generations=G, max_completion_length=length, temperature=1.0, learning_rate=1e-5, beta=0.0,
         loss_type="dapo", scale_rewards="group", gradient_checkpointing=True,
         gradient_checkpointing_kwargs={"use_reentrant": False}, bf16=args.dtype == "bfloat16",
         use_vllm=False, report_to=[], save_strategy="no", logging_steps=1, use_cpu=device.type == "cpu",
         generation_kwargs={"min_new_tokens": length}, max_grad_norm=1.0, disable_tqdm=True,
+        use_liger_kernel=bool(v.liger),
     )
     generator = torch.Generator().manual_seed(0)
 
@@ -248,25 +393,27 @@ def bench_trl(folder: str, args, length: int, device: torch.device, out_dir: str
         rollout_func=random_rollout if args.completions == "random" else None,
         train_dataset=Dataset.from_dict({"prompt": [chat_prompt(tokenizer, PROMPT)]}), processing_class=tokenizer,
         peft_config=LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, target_modules="all-linear", task_type="CAUSAL_LM"),
-        callbacks=[OptimizerClock()],
+        callbacks=[StepClock()],
     )
-    trainer._generate = clock.wrap("generate", trainer._generate)  # with --completions random: the hook, not timed below
+    trainer._generate = clock.wrap("generate", trainer._generate)  # with --completions random: the hook
     trainer._generate_and_score_completions = clock.wrap("generate_and_score", trainer._generate_and_score_completions)
     trainer.training_step = clock.wrap("training_step", trainer.training_step)
     reset_memory(device)
-    clock.wrap("total", trainer.train)()
-    s = clock.seconds
+    trainer.train()
+    peak = peak_memory_gib(device)  # of the timed steps (and the profiled one, which adds no tensors)
+    timed = steps[1:1 + args.repeats]
+    prompt_len = len(tokenizer(chat_prompt(tokenizer, PROMPT), add_special_tokens=False).input_ids)
     completion_tokens = G * length  # min_new_tokens = max_new_tokens
-    all_tokens = completion_tokens + G * len(tokenizer(chat_prompt(tokenizer, PROMPT), add_special_tokens=False).input_ids)
-    sampled = {} if args.completions == "random" else {
-        "sampling_s": s["generate"], "sampling_tokens_per_s": completion_tokens / s["generate"]}
+    all_tokens = completion_tokens + G * prompt_len
+    fwd_bwd = [s["fwd_bwd"] for s in timed]
+    optimizer = [s["optimizer"] for s in timed]
+    gen = statistics.mean(s["gen"] for s in timed)
+    sampled = {} if args.completions == "random" else {"sampling_s": gen, "sampling_tokens_per_s": completion_tokens / gen}
     out = {
         "impl": "trl", "completion_length": length, "completion_tokens": completion_tokens, **sampled,
-        # TRL skips the sampling-policy pass on-policy (num_iterations 1, no vLLM) and the reference one at beta 0
-        "prepare_s": s["generate_and_score"] - s["generate"],
-        "update_fwd_bwd_s": s["training_step"] - s["generate_and_score"],
-        "update_tokens_per_s": all_tokens / (s["training_step"] - s["generate_and_score"]),
-        "optimizer_s": s.get("optimizer"), "total_s": s["total"], "peak_memory_gib": peak_memory_gib(device),
+        **update_figures(fwd_bwd, optimizer, all_tokens, update_flops(trainer.model, G, prompt_len + length),
+                         args.peak_tflops),
+        "peak_memory_update_gib": peak,
     }
     del trainer, model
     return out
@@ -284,16 +431,22 @@ def main() -> None:
     ap.add_argument("--attn-implementation", default=None, help="e.g. sdpa, flash_attention_2; None: transformers' choice")
     ap.add_argument("--completion-length", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--num-generations", type=int, default=8)
-    ap.add_argument("--micro-batch-size", type=int, default=8, help="rows per forward/backward (TRL's per_device_train_batch_size)")
+    ap.add_argument("--micro-batch-size", type=int, default=8,
+                    help="rows per forward/backward (TRL's per_device_train_batch_size) unless an impl sets mb=")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--completions", choices=["generate", "random"], default="generate",
                     help="random: full-length random token ids instead of sampling, to time the update alone")
-    ap.add_argument("--impls", nargs="+", choices=["lit_watercolour", "trl"], default=["lit_watercolour"],
-                    help="run in this order: trl is one step of TRL's GRPOTrainer with the same settings "
-                         "(swap the order to check that running second is no advantage)")
+    ap.add_argument("--impls", nargs="+", type=Variant.parse, default=[Variant("lit_watercolour")],
+                    metavar="IMPL[:KEY=VALUE,...]",
+                    help="run in this order; lit_watercolour or trl (one GRPOTrainer run, same settings), with "
+                         "knobs mb, sdpa, autocast, compile (ours) or mb, liger (trl); see Variant")
+    ap.add_argument("--repeats", type=int, default=3, help="timed steps after one warm-up step")
+    ap.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak, for MFU")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the top N kernels of one more step")
     args = ap.parse_args()
-    if args.num_generations % args.micro_batch_size:
-        ap.error("--num-generations must be a multiple of --micro-batch-size")
+    for v in args.impls:
+        if args.num_generations % (v.mb or args.micro_batch_size):
+            ap.error("--num-generations must be a multiple of every micro-batch size")
     device = torch.device(args.device)
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)  # the Trainer places TRL's model on the current device
@@ -302,31 +455,62 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:
         folder = args.model or save_random_model(spec, args.dtype, Path(tmp) / "model", device)
         for length in args.completion_length:
-            benches = {"lit_watercolour": lambda: bench_ours(folder, args, length, device),
-                       "trl": lambda: bench_trl(folder, args, length, device, str(Path(tmp) / "trl"))}
-            by_impl = {}
-            for name in args.impls:
-                run = benches[name]
+            by_name = {}
+            for v in args.impls:
+                name = describe(v)
                 torch.manual_seed(0)
                 try:
-                    figures = run()
-                except torch.OutOfMemoryError as e:  # a figure in itself; the other implementation still runs
-                    figures = {"impl": name, "completion_length": length, "error": f"out of memory: {str(e)[:200]}"}
-                result = {"model": args.model or args.preset or f"{args.arch}-{args.hidden}x{args.layers}",
+                    if v.impl == "trl":
+                        figures = bench_trl(folder, args, length, device, v, str(Path(tmp) / "trl"))
+                    else:
+                        figures = bench_ours(folder, args, length, device, v)
+                except torch.OutOfMemoryError as e:  # a figure in itself; the other implementations still run
+                    figures = {"impl": v.impl, "completion_length": length, "error": f"out of memory: {str(e)[:200]}"}
+                except Exception as e:  # a knob this machine lacks (a kernel, a package): report it, run the rest
+                    figures = {"impl": v.impl, "completion_length": length, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+                result = {"name": name, "model": args.model or args.preset or f"{args.arch}-{args.hidden}x{args.layers}",
                           "device": str(device), "dtype": args.dtype, "num_generations": args.num_generations,
-                          "micro_batch_size": args.micro_batch_size, "completions": args.completions, **figures}
-                result = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
+                          "micro_batch_size": v.mb or args.micro_batch_size, "completions": args.completions, **figures}
+                result = {k: round(v_, 4) if isinstance(v_, float) else v_ for k, v_ in result.items()}
                 runs.append(result)
-                by_impl[name] = result
+                by_name[name] = result
                 print(json.dumps(result), flush=True)
                 reset_memory(device)
-            if len(by_impl) == 2:  # side by side: TRL's seconds over ours, per phase
-                ours, trl = by_impl["lit_watercolour"], by_impl["trl"]
-                ratios = {f"trl_over_ours/{k}": round(trl[k] / ours[k], 3)
-                          for k in ("sampling_s", "update_fwd_bwd_s", "optimizer_s") if trl.get(k) and ours.get(k)}
-                runs.append({"completion_length": length, **ratios})
-                print(json.dumps(runs[-1]), flush=True)
+            baseline = next((r for r in by_name.values() if r["impl"] == "trl" and "error" not in r), None)
+            if baseline is not None and len(by_name) > 1:  # side by side: each against the first TRL run
+                ratios = {"completion_length": length, "baseline": baseline["name"]}
+                for name, r in by_name.items():
+                    if r is baseline or "error" in r:
+                        continue
+                    for k in ("sampling_s", "update_fwd_bwd_s", "optimizer_s", "peak_memory_update_gib"):
+                        if baseline.get(k) and r.get(k):
+                            ratios[f"trl_over_{name}/{k}"] = round(baseline[k] / r[k], 3)
+                runs.append(ratios)
+                print(json.dumps(ratios), flush=True)
+    print(table(runs), flush=True)
     print(json.dumps({"runs": runs}), flush=True)
+
+
+def describe(v: Variant) -> str:
+    """The variant as typed on the command line, only the knobs that differ from the defaults."""
+    default = Variant(v.impl)
+    knobs = [f"{k}={getattr(v, k)}" for k in Variant.__dataclass_fields__ if getattr(v, k) != getattr(default, k)]
+    return v.impl + (":" + ",".join(knobs) if knobs else "")
+
+
+def table(runs: list[dict]) -> str:
+    """The update figures as a markdown table."""
+    lines = ["| run | length | mb | fwd+bwd s | tokens/s | optimizer s | peak GiB | MFU |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        if "name" not in r:
+            continue
+        if "error" in r:
+            lines.append(f"| {r['name']} | {r['completion_length']} | {r['micro_batch_size']} | {r['error'][:80]} |||||")
+            continue
+        lines.append(f"| {r['name']} | {r['completion_length']} | {r['micro_batch_size']} | {r['update_fwd_bwd_s']:.2f} "
+                     f"| {r['update_tokens_per_s']:,.0f} | {r['optimizer_s']:.3f} | {r['peak_memory_update_gib']} "
+                     f"| {100 * r['mfu']:.1f}% |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
