@@ -83,7 +83,10 @@ def model_config(spec: dict, tokenizer):
                           head_dim=spec["head_dim"], intermediate_size=spec["intermediate"],
                           tie_word_embeddings=spec.get("tie", False), max_position_embeddings=40960)
     else:
-        cfg = tiny_config(spec["arch"], vocab, hidden_size=spec["hidden"], num_layers=spec["layers"], **spec.get("moe", {}))
+        cfg = tiny_config(spec["arch"], vocab, hidden_size=spec["hidden"], num_layers=spec["layers"])
+        text = cfg.get_text_config()
+        for key, value in spec.get("moe", {}).items():
+            setattr(text, key, value)
         for c in (cfg, getattr(cfg, "text_config", None)):
             if c is not None:
                 c.max_position_embeddings = 40960

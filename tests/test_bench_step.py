@@ -14,7 +14,8 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_step.py"
 @pytest.mark.timeout(240)
 def test_bench_step_tiny_cpu_with_trl():
     cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--preset", "tiny", "--dtype", "float32",
-           "--completion-length", "24", "--num-generations", "4", "--micro-batch-size", "2", "--impls", "trl", "lit_watercolour"]
+           "--completion-length", "24", "--num-generations", "4", "--micro-batch-size", "2", "--impls", "trl", "lit_watercolour",
+           "--repeats", "1"]
     # one intra-op thread: on a shared 2-core box two threads are many times slower (tests/cpu_threads.py)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=220)
@@ -28,20 +29,50 @@ def test_bench_step_tiny_cpu_with_trl():
     assert ours["sampling_logps_s"] > 0 and ours["ref_logps_s"] > 0 and ours["prompt_tokens"] > 0
     total = ours["completion_tokens"] + 4 * ours["prompt_tokens"]
     assert ours["update_tokens_per_s"] == pytest.approx(total / ours["update_fwd_bwd_s"], rel=1e-2)
-    assert ratios["trl_over_ours/sampling_s"] == pytest.approx(trl["sampling_s"] / ours["sampling_s"], rel=1e-2)
+    assert ratios["trl_over_lit_watercolour/sampling_s"] == pytest.approx(trl["sampling_s"] / ours["sampling_s"], rel=1e-2)
 
 
 @pytest.mark.timeout(240)
 def test_bench_step_random_completions_time_the_update_alone():
+    """Warm-up + timed repeats, knobs per implementation, FLOPs and a profile, ratios against the first TRL run."""
     cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--preset", "tiny", "--dtype", "float32", "--completions", "random",
-           "--completion-length", "40", "--num-generations", "4", "--micro-batch-size", "4", "--impls", "lit_watercolour", "trl"]
+           "--completion-length", "40", "--num-generations", "4", "--micro-batch-size", "4", "--repeats", "2",
+           "--profile", "5", "--impls", "lit_watercolour", "trl", "lit_watercolour:mb=1,sdpa=flash"]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=220)
     assert done.returncode == 0, done.stderr[-3000:]
-    ours, trl, ratios = json.loads(done.stdout.strip().splitlines()[-1])["runs"]
-    for run in (ours, trl):
-        assert "sampling_s" not in run and run["completions"] == "random"
+    ours, trl, ours_mb1, ratios = json.loads(done.stdout.strip().splitlines()[-1])["runs"]
+    assert (ours_mb1["name"], ours_mb1["micro_batch_size"], ours["micro_batch_size"]) == ("lit_watercolour:mb=1,sdpa=flash", 1, 4)
+    for run in (ours, trl, ours_mb1):
+        assert "sampling_s" not in run and run["completions"] == "random" and "error" not in run
         assert run["completion_tokens"] == 4 * 40 and run["update_fwd_bwd_s"] > 0
+        assert len(run["update_fwd_bwd_reps_s"]) == 2
+        assert run["update_fwd_bwd_s"] == pytest.approx(sum(run["update_fwd_bwd_reps_s"]) / 2, abs=1e-3)
+        assert run["update_tflop"] == ours["update_tflop"] > 0  # the same model and tokens, the same FLOPs
     # TRL trained on the hook's rows: its own log counts every prompt + completion token
     assert f"'num_tokens': '{160 + 4 * ours['prompt_tokens']}'" in done.stdout, done.stdout[-2000:]
     assert "'completions/mean_length': '40'" in done.stdout
-    assert set(ratios) == {"completion_length", "trl_over_ours/update_fwd_bwd_s", "trl_over_ours/optimizer_s"}
+    assert set(ratios) == {"completion_length", "baseline"} | {
+        f"trl_over_{name}/{k}" for name in ("lit_watercolour", "lit_watercolour:mb=1,sdpa=flash")
+        for k in ("update_fwd_bwd_s", "optimizer_s")}
+    assert ratios["trl_over_lit_watercolour/update_fwd_bwd_s"] == pytest.approx(
+        trl["update_fwd_bwd_s"] / ours["update_fwd_bwd_s"], rel=1e-2)
+    assert done.stdout.count("Self CPU time total") == 3  # one profile table per implementation
+    assert "| lit_watercolour:mb=1,sdpa=flash | 40 | 1 |" in done.stdout  # the summary table
+
+
+def test_update_flops_count_matmuls_and_causal_attention():
+    """Qwen3-4B shapes at 8 x 8222 tokens: 4 x tokens x 4.02e9 matmul weights + 6 T^2 heads*head_dim per layer."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import torch
+    from bench_step import PRESETS, model_config, update_flops
+
+    from lit_watercolour.policy import model_class
+    from lit_watercolour.tiny_models import tiny_tokenizer
+
+    cfg = model_config(PRESETS["qwen3-4b"], tiny_tokenizer())
+    with torch.device("meta"):
+        model = model_class(cfg).from_config(cfg, dtype=torch.bfloat16).requires_grad_(False)
+    matmul = sum(p.numel() for p in model.parameters())  # tied head: every weight once, as a matmul or the head
+    attention = 6 * 8 * 8222**2 * 32 * 128 * 36
+    assert update_flops(model, 8, 8222) == pytest.approx(4 * 8 * 8222 * matmul + attention, rel=1e-3)
+    assert 1.5e15 < update_flops(model, 8, 8222) < 1.6e15
