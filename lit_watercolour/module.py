@@ -44,7 +44,14 @@ from lit_watercolour import grpo
 from lit_watercolour.checkpoint import rng_state, set_rng_state
 from lit_watercolour.data import Prompt, group_seed
 from lit_watercolour.gate import gate, static_gate
-from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, require_bitsandbytes, trainable_state_dict
+from lit_watercolour.policy import (
+    PolicyConfig,
+    adapter_in_model_dtype,
+    completion_logps,
+    load_policy,
+    require_bitsandbytes,
+    trainable_state_dict,
+)
 from lit_watercolour.render import ThreadedRenderPool
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
@@ -185,8 +192,8 @@ class GRPOModule(pl.LightningModule):
             import bitsandbytes as bnb
 
             optimizer = bnb.optim.AdamW8bit(params, **kwargs)
-        else:
-            optimizer = torch.optim.AdamW(params, **kwargs)
+        else:  # fused: one kernel for all adapter tensors (Lightning has moved them to the device by now)
+            optimizer = torch.optim.AdamW(params, fused=bool(params) and params[0].is_cuda, **kwargs)
         total = self.trainer.max_steps if self.trainer.max_steps > 0 else None
         scheduler = get_scheduler(o.lr_scheduler, optimizer, num_warmup_steps=o.warmup_steps, num_training_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
@@ -332,7 +339,8 @@ class GRPOModule(pl.LightningModule):
                 max_completion_length=c.max_completion_length, gradient_accumulation_steps=accumulation,
             )
             finite = finite and bool(torch.isfinite(loss))
-            self.manual_backward(loss)
+            with adapter_in_model_dtype(self.policy_model):  # the checkpointed layers recompute in here
+                self.manual_backward(loss)
             n_tok = float(m.sum())
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
             # sampler vs trainer log-probs: ~0 for hf; the mismatch a vLLM backend would show

@@ -146,6 +146,8 @@ def adapter_in_model_dtype(model: torch.nn.Module, enabled: bool = True) -> Iter
     layer of a bf16 model reads, multiplies and adds float32 copies of its activations. Under
     autocast (what TRL's bf16 training runs in), with peft's input casting off, they run in bf16
     and autograd still delivers float32 gradients to the float32 weights. A no-op for float32 models.
+    `completion_logps` enters it; enter it around backward too, where gradient checkpointing
+    recomputes the layers (else peft's casts come back there: the same values, a copy per layer).
     """
     dtype = next((p.dtype for p in model.parameters() if not p.requires_grad), torch.float32)
     if not enabled or not isinstance(model, PeftModel) or dtype not in (torch.bfloat16, torch.float16):

@@ -50,7 +50,16 @@ import torch
 
 from lit_watercolour import grpo
 from lit_watercolour.data import chat_prompt
-from lit_watercolour.policy import DTYPES, PolicyConfig, completion_logps, load_base_model, load_policy, load_tokenizer, model_class
+from lit_watercolour.policy import (
+    DTYPES,
+    PolicyConfig,
+    adapter_in_model_dtype,
+    completion_logps,
+    load_base_model,
+    load_policy,
+    load_tokenizer,
+    model_class,
+)
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
 from lit_watercolour.tiny_models import tiny_config, tiny_tokenizer
 
@@ -165,6 +174,7 @@ class Variant:
     sdpa: str = "default"  # ours: the SDPA backend tried first (flash, cudnn, efficient); default: torch's order
     autocast: int = 1  # ours: adapter matmuls in bf16 under autocast (`policy.adapter_in_model_dtype`)
     compile: int = 0  # ours: torch.compile each decoder layer
+    ckpt: int = 1  # ours: gradient checkpointing (0: keep every activation, no recomputation)
     liger: int = 0  # trl: use_liger_kernel (Liger's Triton RMSNorm, RoPE, SwiGLU; needs liger-kernel)
 
     @classmethod
@@ -250,7 +260,7 @@ def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, fl
 
 
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
-    cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=True, lora_r=args.lora_r,
+    cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(v.ckpt), lora_r=args.lora_r,
                        lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
     model, tokenizer = load_policy(cfg)
     model.to(device)
@@ -300,7 +310,8 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
                                             batch.completion_mask[sl], sampling.temperature, mb,
                                             lora_autocast=bool(v.autocast))
                 loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
-                loss.backward()
+                with adapter_in_model_dtype(model, bool(v.autocast)):  # as GRPOModule.policy_step
+                    loss.backward()
 
     def optimizer_step():  # as GRPOModule.policy_step: one norm, clipped with it, one step
         norm = torch.nn.utils.get_total_norm([p.grad for p in params])

@@ -527,3 +527,41 @@ def test_completion_logps_chunked_head_agrees_with_the_models_own_logits(trainer
     for a, b in zip(grads, ref_grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert sum(g.abs().sum() for g in ref_grads) > 0
+
+
+def test_adapter_matmuls_run_in_bfloat16_with_float32_weights_and_gradients():
+    """`lora_autocast`: a bf16 policy's LoRA layers multiply in bf16 (peft would upcast the activations to its
+    float32 weights), the weights and their gradients stay float32, and the result is the float32 path's to bf16 accuracy."""
+    from lit_watercolour.policy import PolicyConfig, adapter_in_model_dtype, load_policy
+
+    model, _ = load_policy(PolicyConfig(tiny="qwen3", dtype="bfloat16", tiny_config={"hidden_size": 64},
+                                        gradient_checkpointing=True))
+    model.train()
+    lora = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for n, p in lora.items():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    assert {p.dtype for p in lora.values()} == {torch.float32}
+    layer = next(m for n, m in model.named_modules() if n.endswith("q_proj.lora_A.default"))
+    seen = []
+    layer.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].dtype, out.dtype)))
+    g = torch.Generator().manual_seed(1)
+    prompt_ids, completion_ids = torch.randint(3, 100, (2, 4), generator=g), torch.randint(3, 100, (2, 6), generator=g)
+    ones = torch.ones_like
+    results = []
+    for autocast in (True, False):
+        model.zero_grad()
+        logps, entropy = completion_logps(model, prompt_ids, ones(prompt_ids), completion_ids, ones(completion_ids),
+                                          TEMPERATURE, batch_size=2, lora_autocast=autocast)
+        with adapter_in_model_dtype(model, autocast):  # the checkpointed recomputation happens in backward
+            (logps.sum() + entropy.sum()).backward()
+        results.append((logps.detach(), {n: p.grad for n, p in lora.items()}))
+    # forward and the checkpointed recomputation, each time in the dtype asked for
+    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2 + [(torch.float32, torch.float32)] * 2
+    (fast, fast_grads), (slow, slow_grads) = results
+    torch.testing.assert_close(fast, slow, atol=0.05, rtol=0.02)
+    assert all(grad.dtype == torch.float32 for grad in fast_grads.values())
+    a, b = torch.cat([g.flatten() for g in fast_grads.values()]), torch.cat([g.flatten() for g in slow_grads.values()])
+    assert torch.nn.functional.cosine_similarity(a, b, dim=0) > 0.99
