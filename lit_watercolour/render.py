@@ -229,6 +229,10 @@ class _PageCrashed(Exception):
     pass
 
 
+class _Retired(Exception):
+    """A page was warming on a browser that has been retired since."""
+
+
 class _Suspect(Exception):
     """The render may have been spoiled by its neighbours: it is decided alone."""
 
@@ -240,12 +244,12 @@ class _Browser:
     pid: int | None  # the browser process, leader of its process group
     gpu_pid: int | None  # its GPU process, as last seen
     disconnected: asyncio.Future  # done when the browser is gone: calls on it may then never return
+    retired: asyncio.Future  # done when it takes no new pages; it is closed when the last one is done
     busy: int = 0  # pages warming or painting on it
     renders: int = 0
-    retired: bool = False  # takes no new pages; closed when the last one is done
 
     def usable(self) -> bool:
-        return not self.retired and not self.disconnected.done() and self.browser.is_connected()
+        return not self.retired.done() and not self.disconnected.done() and self.browser.is_connected()
 
 
 @dataclass
@@ -325,6 +329,7 @@ class RenderPool:
         self._active: list[_Browser] = []
         self._retired: set[_Browser] = set()
         self._alone: set[_Browser] = set()  # browsers of renders judged alone
+        self._closing: set[asyncio.Future] = set()  # retired browsers being shut down
         self._browser_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(size)
         self._warm: asyncio.Queue[asyncio.Future] = asyncio.Queue()
@@ -397,7 +402,7 @@ class RenderPool:
             await asyncio.wait(pending, timeout=1.0)
         everyone = {*self._active, *self._retired, *self._alone}
         self._active, self._retired, self._alone = [], set(), set()
-        await asyncio.gather(*(self._shutdown(b) for b in everyone))
+        await asyncio.gather(*(self._shutdown(b) for b in everyone), *self._closing)
         if self._playwright is not None:
             try:
                 await asyncio.wait_for(self._playwright.stop(), CLOSE_TIMEOUT_S)
@@ -423,7 +428,7 @@ class RenderPool:
             raise
         pid = next((p for kind, p in processes if kind == "browser"), None)
         gpu = next((p for kind, p in processes if kind == "GPU"), None)
-        return _Browser(browser, cdp, pid, gpu, gone)
+        return _Browser(browser, cdp, pid, gpu, gone, asyncio.get_running_loop().create_future())
 
     @staticmethod
     async def _processes(cdp: CDPSession) -> list[tuple[str, int]]:
@@ -481,18 +486,21 @@ class RenderPool:
         """No new pages on this browser; it is closed when its last page is done."""
         if owner in self._alone:
             return
-        owner.retired = True
+        if not owner.retired.done():
+            owner.retired.set_result(None)
         self._retired.add(owner)
         if owner in self._active:
             self._active.remove(owner)
         await self._close_if_idle(owner)
 
     async def _close_if_idle(self, owner: _Browser) -> None:
-        if (owner.retired or owner.disconnected.done()) and owner.busy <= 0 and owner in self._retired | set(self._active):
+        if (owner.retired.done() or owner.disconnected.done()) and owner.busy <= 0 and owner in self._retired | set(self._active):
             self._retired.discard(owner)
             if owner in self._active:
                 self._active.remove(owner)
-            await self._shutdown(owner)
+            closing = asyncio.ensure_future(self._shutdown(owner))  # in the background: renders go on
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     async def _new_page(self) -> _WarmPage:
         """A warm page on the least busy browser, or an error as soon as its browser dies
@@ -510,13 +518,17 @@ class RenderPool:
     async def _warm_on(self, owner: _Browser) -> _WarmPage:
         opening = asyncio.ensure_future(self._open_page(owner))
         try:
-            await asyncio.wait({opening, owner.disconnected}, timeout=WARM_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({opening, owner.disconnected, owner.retired}, timeout=WARM_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # the pool is closing
             opening.cancel()
             raise
         if not opening.done():
             opening.cancel()
-            raise RuntimeError("browser died while a page was warming" if owner.disconnected.done() else "page warm-up timed out")
+            if owner.disconnected.done():
+                raise RuntimeError("browser died while a page was warming")
+            if owner.retired.done():
+                raise _Retired("browser retired while a page was warming")
+            raise RuntimeError("page warm-up timed out")
         return opening.result()
 
     async def _open_page(self, owner: _Browser) -> _WarmPage:
@@ -567,6 +579,8 @@ class RenderPool:
                 self._warm.put_nowait(asyncio.ensure_future(self._new_page()))
             try:
                 warm = await task
+            except _Retired:
+                continue
             except (PlaywrightError, RuntimeError, asyncio.TimeoutError):
                 failures += 1
                 if failures > self.size:  # every warm page failed: the browser itself cannot start
@@ -598,6 +612,8 @@ class RenderPool:
         warm = await self._take_page()
         owner = warm.owner
         owner.renders += 1
+        if owner.gpu_pid is None:  # Chromium starts its GPU process lazily
+            owner.gpu_pid = await self._gpu_pid(owner)
         gpu_before = owner.gpu_pid
         try:
             result = await self._paint(warm, code, seed, timeout_s)
@@ -691,8 +707,8 @@ class RenderPool:
         """Close a used context; a close that hangs means the browser is unwell: retire it."""
         if not warm.crashed.done():
             warm.crashed.cancel()
-        if not warm.owner.disconnected.done() and not await self._close_context(warm.context):
-            await self._retire(warm.owner)
+        if warm.owner.usable() and not await self._close_context(warm.context):
+            await self._retire(warm.owner)  # a retired or dead browser's contexts go with it
         warm.owner.busy -= 1
         await self._close_if_idle(warm.owner)
 
