@@ -34,9 +34,6 @@ from pathlib import Path
 from playwright.async_api import async_playwright
 
 from lit_watercolour.render import (
-    BACKEND_ARGS,
-    COMMON_ARGS,
-    GPU_ARGS,
     RENDERER_DIR,
     RENDERER_PROBE,
     RenderPool,
@@ -50,10 +47,14 @@ SUITES = {
     "recipe": sorted((RENDERER_DIR / "bench").glob("*600.js")),
 }
 RECIPE_ARGS = ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-sandbox", "--no-sandbox")
-# GPU Canvas2D as well as WebGL: fastest alone, slowest with 16 pages on one browser; the grid
-# measures whether several browsers (several GPU processes) change that.
-GPU_CANVAS2D_ARGS = GPU_ARGS + tuple(a for a in COMMON_ARGS if a != "--disable-accelerated-2d-canvas")
-BENCH_ARGS = {**BACKEND_ARGS, "gpu-canvas2d": GPU_CANVAS2D_ARGS}
+# Grid backends as RenderPool arguments. gpu-canvas2d: GPU Canvas2D as well as WebGL, fastest
+# alone and slowest with 16 pages on one browser; the grid measures whether several browsers
+# (several GPU processes) change that.
+BACKENDS = {
+    "swiftshader": {"render_backend": "swiftshader"},
+    "gpu": {"render_backend": "gpu"},
+    "gpu-canvas2d": {"render_backend": "gpu", "accelerated_canvas2d": True},
+}
 READY = """(() => {
   p5.registerAddon((_p5, _fn, lifecycles) => { lifecycles.postdraw = function () { window.__done = true; }; });
 })();"""
@@ -70,11 +71,11 @@ def recipe_html(code: str) -> str:
     return f"<!doctype html><html><head><meta charset='utf-8'>{scripts}</head><body><main></main></body></html>"
 
 
-async def recipe_run(codes: list[str], browsers: int, executable: str | None) -> tuple[float, int, str]:
+async def recipe_run(codes: list[str], browsers: int, executable: str | None, args: tuple[str, ...] = RECIPE_ARGS) -> tuple[float, int, str]:
     """The recipe's design: (wall seconds, failed renders, WebGL renderer)."""
     pages = [recipe_html(c) for c in codes]
     async with async_playwright() as p:
-        launched = [await p.chromium.launch(executable_path=executable, headless=True, args=list(RECIPE_ARGS)) for _ in range(browsers)]
+        launched = [await p.chromium.launch(executable_path=executable, headless=True, args=list(args)) for _ in range(browsers)]
         probe = await launched[0].new_page()
         renderer = await probe.evaluate(RENDERER_PROBE)
         await probe.close()
@@ -93,8 +94,9 @@ async def recipe_run(codes: list[str], browsers: int, executable: str | None) ->
                     await page.wait_for_function("window.__done === true", polling=40, timeout=300_000)
                     png = await page.evaluate("document.querySelector('canvas').toDataURL('image/png')")
                     failed += not png.startswith("data:image/png;base64,")
-                except Exception:
+                except Exception as exc:
                     failed += 1
+                    print(f"  recipe design: a render failed: {type(exc).__name__}: {str(exc)[:200]}")
                 finally:
                     await page.close()
 
@@ -141,8 +143,10 @@ def main() -> None:
     parser.add_argument("--backend", default="auto", help="our pool's render_backend in the comparison")
     parser.add_argument("--density", type=float, default=1.0, help="our pool's pixel density in the comparison")
     parser.add_argument("--recipe-browsers", type=int, default=None, help="default min(4, cores - 2), at least 1")
+    parser.add_argument("--recipe-renders", type=int, default=None, help="renders of the recipe's design (default --renders)")
+    parser.add_argument("--memory-cap-gib", type=float, default=4.0, help="our pool's memory cap (0: none)")
     parser.add_argument("--grid", default="", help="pages x browsers cells for (ii), e.g. 1x1,4x1,8x2,16x4,32x8")
-    parser.add_argument("--backends", default="swiftshader", help=f"comma list of {sorted(BENCH_ARGS)} for the grid")
+    parser.add_argument("--backends", default="swiftshader", help=f"comma list of {sorted(BACKENDS)} for the grid")
     parser.add_argument("--swiftshader-executable", default=None, help="browser for SwiftShader rows and the recipe design")
     parser.add_argument("--gpu-executable", default=None, help="browser for GPU rows and our pool in the comparison")
     args = parser.parse_args()
@@ -157,19 +161,26 @@ def main() -> None:
     if args.compare:
         print(f"\n(i) ours ({size} pages, backend {args.backend}, density {args.density:g}) vs the recipe's design "
               f"({recipe_browsers} browsers x 1 page, SwiftShader)")
-        print("| suite | ours renders/s | recipe renders/s | ours / recipe | failures ours / recipe | ours in-page s |")
-        print("|---|---|---|---|---|---|")
+        print("The recipe's design as described, and with --disable-accelerated-2d-canvas added (its flags leave "
+              "Canvas2D on SwiftShader's GPU path): how much of the gap is that one flag.")
+        print("| suite | ours renders/s | recipe renders/s | ours / recipe | recipe + 2d flag renders/s | ours / that "
+              "| failures ours / recipe / +flag | ours in-page s |")
+        print("|---|---|---|---|---|---|---|---|")
         renderers = set()
         for name in args.suites.split(","):
             codes = suite_codes(name, args.renders)
-            # ours and the recipe's alternate within a suite so both see the same machine load
-            r_wall, r_failed, r_renderer = asyncio.run(recipe_run(codes, recipe_browsers, swiftshader_exe))
+            recipe_codes = codes[: args.recipe_renders or len(codes)]
+            # the designs run one after the other on the same sketches, so both see about the same load
+            r_wall, r_failed, r_renderer = asyncio.run(recipe_run(recipe_codes, recipe_browsers, swiftshader_exe))
+            f_wall, f_failed, _ = asyncio.run(recipe_run(
+                recipe_codes, recipe_browsers, swiftshader_exe, RECIPE_ARGS + ("--disable-accelerated-2d-canvas",)))
             o_wall, o_failed, o_renderer, js = asyncio.run(pool_run(
-                codes, size=size, render_backend=args.backend, pixel_density=args.density,
+                codes, size=size, render_backend=args.backend, pixel_density=args.density, memory_cap_gib=args.memory_cap_gib,
                 executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe))
             renderers |= {f"ours: {o_renderer}", f"recipe: {r_renderer}"}
-            n = len(codes)
-            print(f"| {name} | {n / o_wall:.2f} | {n / r_wall:.2f} | x{r_wall / o_wall:.2f} | {o_failed} / {r_failed} | {js:.2f} |", flush=True)
+            ours, recipe, flagged = len(codes) / o_wall, len(recipe_codes) / r_wall, len(recipe_codes) / f_wall
+            print(f"| {name} | {ours:.2f} | {recipe:.3f} | x{ours / recipe:.2f} | {flagged:.3f} | x{ours / flagged:.2f} "
+                  f"| {o_failed} / {r_failed} / {f_failed} | {js:.2f} |", flush=True)
         for line in sorted(renderers):
             print(f"  WebGL renderer, {line}")
 
@@ -182,7 +193,8 @@ def main() -> None:
                 for pages, browsers in cells:
                     codes = suite_codes(name, max(args.renders, 2 * pages))
                     wall, failed, renderer, js = asyncio.run(pool_run(
-                        codes, size=pages, browsers=browsers, launch_args=BENCH_ARGS[backend], executable_path=exe))
+                        codes, size=pages, browsers=browsers, executable_path=exe, memory_cap_gib=args.memory_cap_gib,
+                        **BACKENDS[backend]))
                     print(f"| {name} | {backend} | {pages}x{browsers} | {len(codes) / wall:.2f} renders/s | in-page {js:.2f} s "
                           f"| failures {failed} | {renderer} |", flush=True)
 
