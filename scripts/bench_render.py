@@ -1,87 +1,202 @@
-"""Throughput of the render pool against a naive renderer, and the pool's overhead.
+"""Render throughput: this project's pool against the recipe's renderer design, and SwiftShader
+against the GPU over a grid of pages x browsers, side by side in one run on the same sketches.
 
-    python scripts/bench_render.py --repeats 2 --size 2 --flag-sets chosen,no_2d_flag,in_process_gpu
-    python scripts/bench_render.py --pixel-densities 1,0.5 --naive ''
+    # (i) ours vs the recipe's design on every suite (this box: SwiftShader both sides)
+    python scripts/bench_render.py --compare --renders 12
+    # (ii) the grid, on a GPU node (the SwiftShader rows need a browser that does not see the GPU)
+    python scripts/bench_render.py --no-compare --suites heavy --backends swiftshader,gpu \\
+        --grid 1x1,4x1,8x2,16x4,32x8 --swiftshader-executable /opt/chr/chrome.sh
 
-For each flag set: the fixture sketches (renderer/sketches/*.js, `repeats` times each) go
-through one warm RenderPool of `size` pages, all submitted at once; the naive baseline
-renders each sketch with a fresh browser (launch, load p5 + p5.brush, render, close), one
-after another, with the same sandbox and done signal. Overhead is the pool's wall clock
-per render over the sketch's own in-page JS time: mean(elapsed_s - js_s) / mean(js_s),
-measured with one page so that CPU contention between renders does not count as overhead.
+Suites: `fixtures` (renderer/sketches, 512 px), `heavy` (renderer/bench/heavy512.js: 20 filled
+shapes), `recipe` (renderer/bench/*600.js: the recipe's skeleton at 600x600, 21-25 filled shapes
+with fillBleed and fillTexture). A measurement renders `--renders` sketches of the suite (cycled),
+all submitted at once, from warm: browser launches are outside the clock for both designs.
 
-Measured 2026-12-02 on the 2-core build box while other jobs kept its load average at 8-18:
-  --repeats 1 --size 2: pool 17.2 s (0.41 renders/s), naive 31.1 s (0.23/s): x1.8; one-page
-      overhead 2.8% (elapsed 3.89 s vs in-page 3.78 s per render).
-      in_process_gpu: pool 17.1 s, overhead 1.8%. no_2d_flag: pool 435.5 s (in-page 113 s
-      per render, ~25x slower), so --disable-accelerated-2d-canvas stays.
-  --repeats 2 --size 3: pool 36.3 s (0.39/s), one page 2.04 s per render (0.49/s, overhead
-      1.7%), naive 59.8 s (0.23/s): x1.65 for the pool of 3, x2.1 for one warm page.
-The box is CPU-bound: extra pages do not add throughput on 2 cores (size the pool to the
-cores). When the sketch's own painting (~2 s of SwiftShader) dominates, the naive renderer
-costs launch (~1 s) + page load (~0.6 s) + painting, so a warm pool can at best halve it here;
-the 5x target needs cheaper sketches or more cores.
+The recipe's renderer design, written from its description: N = min(4, cores - 2) browsers (at
+least 1) with `RECIPE_ARGS`, each rendering one sketch at a time on a new page (700x700 viewport)
+whose HTML inlines p5, p5.brush and the sketch; readiness is polled every 40 ms (a flag set after
+p5.brush's last flush) and the canvas is read with toDataURL.
+
+Every pool logs the WebGL renderer string it got; read it before reading a row (see
+../shared/tools/gpu-chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
+Measurements are in README.md ("Rendering").
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
+import logging
+import re
 import time
 from pathlib import Path
 
-from lit_watercolour.render import LAUNCH_ARGS, RenderPool
+from playwright.async_api import async_playwright
 
-SKETCHES = Path(__file__).resolve().parent.parent / "renderer" / "sketches"
-FLAG_SETS: dict[str, tuple[str, ...]] = {
-    "chosen": LAUNCH_ARGS,
-    "no_2d_flag": tuple(a for a in LAUNCH_ARGS if a != "--disable-accelerated-2d-canvas"),
-    "in_process_gpu": (*LAUNCH_ARGS, "--in-process-gpu"),
-    "minimal": ("--use-angle=swiftshader", "--enable-unsafe-swiftshader"),
+from lit_watercolour.render import (
+    RENDERER_DIR,
+    RENDERER_PROBE,
+    RenderPool,
+    available_cores,
+    chromium_executable,
+)
+
+SUITES = {
+    "fixtures": sorted((RENDERER_DIR / "sketches").glob("*.js")),
+    "heavy": [RENDERER_DIR / "bench" / "heavy512.js"],
+    "recipe": sorted((RENDERER_DIR / "bench").glob("*600.js")),
 }
+RECIPE_ARGS = ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-sandbox", "--no-sandbox")
+# Grid backends as RenderPool arguments. gpu-canvas2d: GPU Canvas2D as well as WebGL, fastest
+# alone and slowest with 16 pages on one browser; the grid measures whether several browsers
+# (several GPU processes) change that.
+BACKENDS = {
+    "swiftshader": {"render_backend": "swiftshader"},
+    "gpu": {"render_backend": "gpu"},
+    "gpu-canvas2d": {"render_backend": "gpu", "accelerated_canvas2d": True},
+}
+READY = """(() => {
+  p5.registerAddon((_p5, _fn, lifecycles) => { lifecycles.postdraw = function () { window.__done = true; }; });
+})();"""
 
 
-async def pool_run(codes: list[str], size: int, args: tuple[str, ...], density: float = 1.0) -> tuple[float, list]:
-    async with RenderPool(size=size, launch_args=args, timeout_s=300.0, pixel_density=density) as pool:
+def canvas_size(code: str) -> int:
+    return int(re.search(r"createCanvas\(\s*(\d+)", code).group(1))
+
+
+def recipe_html(code: str) -> str:
+    modules = RENDERER_DIR / "node_modules"
+    libs = [(modules / "p5" / "lib" / "p5.min.js").read_text(), (modules / "p5.brush" / "dist" / "p5.brush.js").read_text()]
+    scripts = "".join(f"<script>{s}</script>" for s in [*libs, READY, code])
+    return f"<!doctype html><html><head><meta charset='utf-8'>{scripts}</head><body><main></main></body></html>"
+
+
+async def recipe_run(codes: list[str], browsers: int, executable: str | None, args: tuple[str, ...] = RECIPE_ARGS) -> tuple[float, int, str]:
+    """The recipe's design: (wall seconds, failed renders, WebGL renderer)."""
+    pages = [recipe_html(c) for c in codes]
+    async with async_playwright() as p:
+        launched = [await p.chromium.launch(executable_path=executable, headless=True, args=list(args)) for _ in range(browsers)]
+        probe = await launched[0].new_page()
+        renderer = await probe.evaluate(RENDERER_PROBE)
+        await probe.close()
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        for html in pages:
+            queue.put_nowait(html)
+        failed = 0
+
+        async def worker(browser) -> None:
+            nonlocal failed
+            while not queue.empty():
+                html = queue.get_nowait()
+                page = await browser.new_page(viewport={"width": 700, "height": 700})
+                try:
+                    await page.set_content(html)
+                    await page.wait_for_function("window.__done === true", polling=40, timeout=300_000)
+                    png = await page.evaluate("document.querySelector('canvas').toDataURL('image/png')")
+                    failed += not png.startswith("data:image/png;base64,")
+                except Exception as exc:
+                    failed += 1
+                    print(f"  recipe design: a render failed: {type(exc).__name__}: {str(exc)[:200]}")
+                finally:
+                    await page.close()
+
+        start = time.monotonic()
+        await asyncio.gather(*(worker(b) for b in launched))
+        wall = time.monotonic() - start
+        for b in launched:
+            await b.close()
+    return wall, failed, renderer
+
+
+async def pool_run(codes: list[str], **pool_kwargs) -> tuple[float, int, str, float]:
+    """This project's pool: (wall seconds, renders that did not pass cleanly, renderer, mean in-page seconds)."""
+    async with RenderPool(canvas=canvas_size(codes[0]), timeout_s=300.0, **pool_kwargs) as pool:
         start = time.monotonic()
         results = await asyncio.gather(*(pool.render(c, i) for i, c in enumerate(codes)))
-        return time.monotonic() - start, results
+        wall = time.monotonic() - start
+        failed = sum(r.error is not None or r.png is None or bool(r.violations) for r in results)
+        return wall, failed, pool.renderer or "", sum(r.js_s for r in results) / len(results)
 
 
-async def naive_run(codes: list[str], args: tuple[str, ...]) -> float:
-    start = time.monotonic()
-    for i, code in enumerate(codes):
-        async with RenderPool(size=1, launch_args=args, timeout_s=300.0) as pool:
-            await pool.render(code, i)
-    return time.monotonic() - start
+def suite_codes(name: str, renders: int) -> list[str]:
+    sources = [p.read_text() for p in SUITES[name]]
+    return [sources[i % len(sources)] for i in range(renders)]
+
+
+def parse_grid(text: str) -> list[tuple[int, int]]:
+    """'16x4,32x8' -> [(pages, browsers), ...]."""
+    cells = []
+    for cell in text.split(","):
+        pages, browsers = (int(v) for v in cell.lower().split("x"))
+        if browsers > pages:
+            raise SystemExit(f"grid cell {cell}: more browsers than pages")
+        cells.append((pages, browsers))
+    return cells
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2, help="renders of each fixture sketch")
-    parser.add_argument("--size", type=int, default=2, help="pages of the pool")
-    parser.add_argument("--flag-sets", type=str, default="chosen", help=f"comma list of {sorted(FLAG_SETS)}")
-    parser.add_argument("--naive", type=str, default="chosen", help="flag set of the naive baseline ('' to skip)")
-    parser.add_argument("--pixel-densities", type=str, default="1", help="comma list of capture densities, pool only")
+    parser.add_argument("--suites", default="fixtures,heavy,recipe", help=f"comma list of {sorted(SUITES)}")
+    parser.add_argument("--renders", type=int, default=16, help="renders per measurement (at least 2 per page in the grid)")
+    parser.add_argument("--compare", action=argparse.BooleanOptionalAction, default=True, help="ours vs the recipe's design")
+    parser.add_argument("--size", type=int, default=None, help="our pool's pages (default: 2 per core, at least 4)")
+    parser.add_argument("--backend", default="auto", help="our pool's render_backend in the comparison")
+    parser.add_argument("--density", type=float, default=1.0, help="our pool's pixel density in the comparison")
+    parser.add_argument("--recipe-browsers", type=int, default=None, help="default min(4, cores - 2), at least 1")
+    parser.add_argument("--recipe-renders", type=int, default=None, help="renders of the recipe's design (default --renders)")
+    parser.add_argument("--memory-cap-gib", type=float, default=4.0, help="our pool's memory cap (0: none)")
+    parser.add_argument("--grid", default="", help="pages x browsers cells for (ii), e.g. 1x1,4x1,8x2,16x4,32x8")
+    parser.add_argument("--backends", default="swiftshader", help=f"comma list of {sorted(BACKENDS)} for the grid")
+    parser.add_argument("--swiftshader-executable", default=None, help="browser for SwiftShader rows and the recipe design")
+    parser.add_argument("--gpu-executable", default=None, help="browser for GPU rows and our pool in the comparison")
     args = parser.parse_args()
-    codes = [p.read_text() for p in sorted(SKETCHES.glob("*.js"))] * args.repeats
-    print(f"{len(codes)} renders, pool of {args.size}")
-    for name in args.flag_sets.split(","):
-        walls = {}
-        for density in map(float, args.pixel_densities.split(",")):
-            wall, results = asyncio.run(pool_run(codes, args.size, FLAG_SETS[name], density))
-            walls[density] = wall
-            failed = sum(r.error is not None for r in results)
-            print(f"[{name}, density {density:g}] pool: {wall:.1f} s, {len(codes) / wall:.3f} renders/s, "
-                  f"js mean {statistics.mean(r.js_s for r in results):.2f} s, failures {failed}, "
-                  f"x{walls[max(walls)] / wall:.2f} of density {max(walls):g}")
-        _, single = asyncio.run(pool_run(codes, 1, FLAG_SETS[name]))
-        over = statistics.mean(r.elapsed_s - r.js_s for r in single) / statistics.mean(r.js_s for r in single)
-        print(f"[{name}] one page: elapsed mean {statistics.mean(r.elapsed_s for r in single):.2f} s, js mean {statistics.mean(r.js_s for r in single):.2f} s, overhead {over:.1%}")
-        if name == args.naive:
-            naive = asyncio.run(naive_run(codes, FLAG_SETS[name]))
-            print(f"[{name}] naive: {naive:.1f} s, {len(codes) / naive:.3f} renders/s; pool speed-up x{naive / wall:.2f}")
+    logging.basicConfig(level=logging.WARNING)
+    cores = available_cores()
+    size = args.size or max(4, 2 * cores)
+    recipe_browsers = args.recipe_browsers or max(1, min(4, cores - 2))
+    swiftshader_exe = chromium_executable(args.swiftshader_executable)
+    gpu_exe = chromium_executable(args.gpu_executable)
+    print(f"{cores} cores; {args.renders} renders a measurement")
+
+    if args.compare:
+        print(f"\n(i) ours ({size} pages, backend {args.backend}, density {args.density:g}) vs the recipe's design "
+              f"({recipe_browsers} browsers x 1 page, SwiftShader)")
+        print("The recipe's design as described, and with --disable-accelerated-2d-canvas added (its flags leave "
+              "Canvas2D on SwiftShader's GPU path): how much of the gap is that one flag.")
+        print("| suite | ours renders/s | recipe renders/s | ours / recipe | recipe + 2d flag renders/s | ours / that "
+              "| failures ours / recipe / +flag | ours in-page s |")
+        print("|---|---|---|---|---|---|---|---|")
+        renderers = set()
+        for name in args.suites.split(","):
+            codes = suite_codes(name, args.renders)
+            recipe_codes = codes[: args.recipe_renders or len(codes)]
+            # the designs run one after the other on the same sketches, so both see about the same load
+            r_wall, r_failed, r_renderer = asyncio.run(recipe_run(recipe_codes, recipe_browsers, swiftshader_exe))
+            f_wall, f_failed, _ = asyncio.run(recipe_run(
+                recipe_codes, recipe_browsers, swiftshader_exe, RECIPE_ARGS + ("--disable-accelerated-2d-canvas",)))
+            o_wall, o_failed, o_renderer, js = asyncio.run(pool_run(
+                codes, size=size, render_backend=args.backend, pixel_density=args.density, memory_cap_gib=args.memory_cap_gib,
+                executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe))
+            renderers |= {f"ours: {o_renderer}", f"recipe: {r_renderer}"}
+            ours, recipe, flagged = len(codes) / o_wall, len(recipe_codes) / r_wall, len(recipe_codes) / f_wall
+            print(f"| {name} | {ours:.2f} | {recipe:.3f} | x{ours / recipe:.2f} | {flagged:.3f} | x{ours / flagged:.2f} "
+                  f"| {o_failed} / {r_failed} / {f_failed} | {js:.2f} |", flush=True)
+        for line in sorted(renderers):
+            print(f"  WebGL renderer, {line}")
+
+    if args.grid:
+        cells = parse_grid(args.grid)
+        print("\n(ii) renders/s by backend, pages x browsers")
+        for name in args.suites.split(","):
+            for backend in args.backends.split(","):
+                exe = swiftshader_exe if backend == "swiftshader" else gpu_exe
+                for pages, browsers in cells:
+                    codes = suite_codes(name, max(args.renders, 2 * pages))
+                    wall, failed, renderer, js = asyncio.run(pool_run(
+                        codes, size=pages, browsers=browsers, executable_path=exe, memory_cap_gib=args.memory_cap_gib,
+                        **BACKENDS[backend]))
+                    print(f"| {name} | {backend} | {pages}x{browsers} | {len(codes) / wall:.2f} renders/s | in-page {js:.2f} s "
+                          f"| failures {failed} | {renderer} |", flush=True)
 
 
 if __name__ == "__main__":

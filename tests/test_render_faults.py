@@ -1,20 +1,24 @@
-"""Renderer faults in the middle of a batch: the browser process killed while sketches paint, a
-page that exhausts its memory. The pool recovers, the sketches caught by the fault are retried,
-and every result belongs to its own sketch (each sketch logs its index; the report must carry
-that index and no other).
+"""Renderer faults in the middle of a batch: a browser process killed while sketches paint (one
+browser or one of several), a page that exhausts its memory or meets the OS memory cap, a wedged
+GPU process, a sketch that navigates its page. The pool recovers, the sketches caught by the fault
+are retried or decided alone, and every result belongs to its own sketch (each sketch logs its
+index; the report must carry that index and no other).
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from lit_watercolour.gate import gate
-from lit_watercolour.render import RenderPool, ThreadedRenderPool
+from lit_watercolour.render import CLOSE_BUDGET_S, RenderPool, ThreadedRenderPool
+from processes import chromium_descendants
+from test_render import SMALL
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 
@@ -48,6 +52,12 @@ def browser_processes() -> list[psutil.Process]:
     return found
 
 
+def stop_gpu_process(pid: int | None) -> None:
+    gpu = psutil.Process(pid)  # psutil.Process(None) is this process: never stop that
+    assert pid and "--type=gpu-process" in gpu.cmdline(), pid
+    gpu.send_signal(signal.SIGSTOP)
+
+
 def assert_own_results(results, indices) -> None:
     for index, result in zip(indices, results):
         assert result.error is None and not result.infra_error and result.png, (index, result.error)
@@ -56,7 +66,7 @@ def assert_own_results(results, indices) -> None:
 
 def test_browser_killed_mid_batch_loses_nothing():
     others = {p.pid for p in browser_processes()}  # e.g. the session's shared pool
-    with ThreadedRenderPool(size=3, timeout_s=30.0) as pool:
+    with ThreadedRenderPool(size=3, browsers=1, timeout_s=30.0) as pool:
         (browser,) = [p for p in browser_processes() if p.pid not in others]
         futures = [pool.submit(MARKED.format(index=i), i) for i in range(6)]
         futures[0].result()  # the first is done: the next ones are painting or queued
@@ -74,7 +84,7 @@ def test_a_page_warming_on_a_killed_browser_is_given_up_at_once():
     pending call is stood in for by a future nobody completes; the browser is really killed."""
 
     async def scenario(others: set[int]) -> None:
-        async with RenderPool(size=1, timeout_s=30.0) as pool:
+        async with RenderPool(size=1, browsers=1, timeout_s=30.0) as pool:
             (browser,) = [p for p in browser_processes() if p.pid not in others]
             entered = asyncio.Event()
 
@@ -102,3 +112,79 @@ def test_page_out_of_memory_spares_its_neighbours():
             verdict = gate(hog, results[i])
             assert not verdict.passed and verdict.reason in {"runtime_error", "timeout", "infra_error"}, verdict
         assert_own_results(pool.render_many([MARKED.format(index=7)], [0]), [7])
+
+
+def test_one_of_several_browsers_killed_mid_batch_loses_nothing():
+    with ThreadedRenderPool(size=4, browsers=2, timeout_s=60.0) as pool:
+        first, second = pool.pool._active
+        assert first.busy == second.busy == 2  # the warm pages are spread over both browsers
+        futures = [pool.submit(MARKED.format(index=i), i) for i in range(8)]
+        futures[0].result()
+        victim = psutil.Process(second.pid)
+        victim.send_signal(signal.SIGKILL)
+        results = [f.result(timeout=180) for f in futures]
+        assert_own_results(results, range(8))
+        assert first.renders > 0 and second.renders > 0  # both browsers painted
+        assert victim.pid not in {b.pid for b in pool.pool._active} and len(pool.pool._active) == 2
+        assert_own_results(pool.render_many([MARKED.format(index=i) for i in (10, 11)], [0, 1]), [10, 11])
+
+
+def test_a_render_beside_a_wedged_gpu_process_is_decided_alone():
+    """The browser's one GPU process is stopped (SIGSTOP), so every page on it waits for ever:
+    the good sketch runs out of time there, passes alone, and the wedged browser is replaced."""
+    async def scenario():
+        async with RenderPool(size=1, browsers=1, timeout_s=5.0) as pool:
+            wedged = pool._active[0]
+            stop_gpu_process(await pool._gpu_pid(wedged))
+            result = await pool.render(MARKED.format(index=1), 1)
+            after = await pool.render(MARKED.format(index=2), 2)
+            return wedged, result, after, pool._active
+
+    wedged, result, after, active = asyncio.run(scenario())
+    assert_own_results([result, after], [1, 2])
+    assert not result.timed_out and wedged not in active
+
+
+def test_close_returns_within_its_budget_after_a_wedged_gpu_process():
+    before = chromium_descendants()
+
+    async def scenario():
+        pool = RenderPool(size=2, browsers=1, timeout_s=60.0)
+        await pool.start()
+        good = await pool.render(SMALL, 0)
+        stop_gpu_process(await pool._gpu_pid(pool._active[0]))
+        stuck = asyncio.ensure_future(pool.render(SMALL, 1))  # waits on the stopped GPU process
+        await asyncio.wait({stuck}, timeout=2.0)
+        start = time.monotonic()
+        await pool.close()
+        closing = time.monotonic() - start
+        return good, closing, await stuck
+
+    good, closing, stuck = asyncio.run(scenario())
+    assert good.error is None and closing < CLOSE_BUDGET_S
+    assert stuck.png is None and not stuck.timed_out  # the pool closed under it: not the sketch's timeout
+    deadline = time.monotonic() + 10  # killed processes are reaped asynchronously
+    while chromium_descendants() - before and time.monotonic() < deadline:
+        psutil.wait_procs([psutil.Process(p) for p in chromium_descendants() - before if psutil.pid_exists(p)], timeout=0.5)
+    assert not chromium_descendants() - before
+
+
+@pytest.mark.parametrize("move", ["history.back()", "location.assign('/index.html')", "location.reload()"])
+def test_a_sketch_that_navigates_its_page_fails_with_dom(render_pool, move):
+    code = SMALL.replace("brush.noStroke();", f"{move};")
+    result = render_pool.submit(code, 0).result()
+    assert not result.infra_error and not result.timed_out
+    assert "dom:navigation" in result.violations
+    assert gate(code, result).reason == "dom"
+
+
+def test_browser_memory_is_capped_and_a_breach_is_the_sketch_s_own():
+    hog = SMALL.replace("brush.noStroke();", "const keep = []; while (true) keep.push(new ArrayBuffer(64 << 20));")
+    with ThreadedRenderPool(size=1, browsers=1, timeout_s=60.0, memory_cap_gib=1.5) as pool:
+        for pid in [b.pid for b in pool.pool._active] + [c.pid for b in pool.pool._active for c in psutil.Process(b.pid).children(recursive=True)]:
+            assert psutil.Process(pid).rlimit(psutil.RLIMIT_DATA)[0] == int(1.5 * 2**30), pid
+        result = pool.submit(hog, 0).result()
+        assert not result.infra_error and not result.timed_out
+        assert result.error == "RangeError: Array buffer allocation failed"
+        assert gate(hog, result).reason == "runtime_error"
+        assert_own_results(pool.render_many([MARKED.format(index=3)], [0]), [3])
