@@ -46,13 +46,15 @@
     }
     return true;
   };
-  // The sketch's callback record when the sketch is the caller, else null. `precise`: on an empty
-  // stack, read the stack trace (raw contexts and renderer internals, which p5 itself calls
-  // after an await); p5's public API on an empty stack is the sketch's.
+  // The sketch's callback record (TOP outside callbacks) when the sketch is the caller, else
+  // null. `precise`: unless a library call is in progress, read the stack trace too (raw
+  // contexts and renderer internals, which p5 reaches from functions that are not wrapped, or
+  // after an await); p5's public API is the sketch's unless a library call is in progress.
   const caller = (precise) => {
     if (!started) return null;
-    if (control.length) { const top = control[control.length - 1]; return top === LIB ? null : top; }
-    return !precise || sketchOnStack() ? TOP : null;
+    const top = control.length ? control[control.length - 1] : TOP;
+    if (top === LIB) return null;
+    return !precise || sketchOnStack() ? top : null;
   };
   const asLibrary = (f, self, args, newTarget) => {
     control.push(LIB);
@@ -176,7 +178,19 @@
   const isBuffer = (v) => v instanceof p5.Graphics || v instanceof p5.Framebuffer;
   const isImage = (v) => v instanceof p5.Image || isBuffer(v) || v instanceof Element || v instanceof ImageBitmap ||
     (typeof OffscreenCanvas !== "undefined" && v instanceof OffscreenCanvas) || v instanceof ImageData;
+  // Buffers the sketch makes: a few, no larger than the largest canvas (GPU memory is shared).
+  const MAX_BUFFERS = 16;
+  let buffers = 0;
+  const BUFFER_MAKERS = new Set(["createGraphics", "createFramebuffer", "createImage", "resize"]);
+  const policeBuffer = (self, name, args) => {
+    if (name !== "resize" && ++buffers > MAX_BUFFERS) denied("canvas:buffers", `more than ${MAX_BUFFERS} buffers`);
+    const options = name === "createFramebuffer" && args[0] && typeof args[0] === "object" ? args[0] : null;
+    const sides = name === "createFramebuffer" ? [options ? options.width : undefined, options ? options.height : undefined] : [args[0], args[1]];
+    const ok = (v) => v === undefined || (typeof v === "number" && v > 0 && v <= maxSide);
+    if (!sides.every(ok)) denied("canvas:buffer_size", `${name}: buffers may be at most ${maxSide} a side`);
+  };
   const policeP5 = (self, name, args, who) => {
+    if (BUFFER_MAKERS.has(name) && (name !== "resize" || self instanceof p5.Framebuffer)) policeBuffer(self, name, args);
     if (who.kind === "tip" && self === who.surface && SHAPES.has(name)) { count(`tip.${name}`); return; }
     if (TEXT.has(name)) { record(`text:${name}`); if (who.kind !== "sketch") throw new Error("text() is not allowed"); return; }
     if (who.kind !== "sketch" && (SHAPES.has(name) || IMAGES.has(name) || PIXELS.has(name) || SHADERS.has(name) || name === "filter")) {
@@ -205,10 +219,10 @@
     return asLibrary(f, this, args, new.target);
   };
   const proto = p5.prototype;
-  const SKIP = new Set(["constructor", "createCanvas", "pixelDensity", "resizeCanvas", "noCanvas", "remove"]);
+  const SKIP = new Set(["createCanvas", "pixelDensity", "resizeCanvas", "noCanvas", "remove"]);  // handled below
   const wrapApi = (target) => {
     for (const name of Object.getOwnPropertyNames(target)) {
-      if (name[0] === "_" || SKIP.has(name)) continue;
+      if (name[0] === "_" || name === "constructor" || (target === proto && SKIP.has(name))) continue;
       const d = getDescriptor(target, name);
       if (!d || typeof d.value !== "function" || !d.writable) continue;
       const kind = forbidKind(name);
@@ -237,7 +251,12 @@
       };
     }
   };
-  for (const cls of [p5.Renderer, p5.Renderer2D, p5.RendererGL, p5.Shader, p5.Texture]) guardRaw(cls && cls.prototype, cls && cls.name);
+  const guarded = new Set();
+  for (const name of ["Renderer2D", "RendererGL", "Shader", "Texture"]) {  // and the classes they extend
+    for (let target = p5[name] && p5[name].prototype; target && target !== Object.prototype; target = getProto(target)) {
+      if (!guarded.has(target)) { guarded.add(target); guardRaw(target, name); }
+    }
+  }
   guardRaw(p5.Framebuffer.prototype, "Framebuffer", (name) => name[0] === "_");
   for (const ctx of [WebGL2RenderingContext, WebGLRenderingContext, CanvasRenderingContext2D, OffscreenCanvasRenderingContext2D, ImageBitmapRenderingContext]) {
     guardRaw(ctx && ctx.prototype, ctx && ctx.name);

@@ -9,6 +9,6 @@ function draw() {
   if (frameCount === 1) background("#fbf7ee");
   brush.noStroke();
   brush.fill("#c2366a", 120);
-  brush.circle(x, 256 + sin(millis() / 200) * 40, 40);
+  brush.circle(x, 256 + sin(millis() / 200) * 40, 70);
   x += 60;
 }

@@ -14,7 +14,7 @@ function draw() {
   brush.scaleBrushes(2);
   brush.noStroke();
   brush.fill("#2b6cb0", 180);
-  brush.circle(200, 200, 120);
+  brush.circle(0, 0, 140);
   brush.load();
   image(pg, 56, 56);
 }
