@@ -58,7 +58,7 @@ REASONS: dict[str, str] = {
     "dom": "the sketch touches the page outside the canvas (document, window, storage, elements)",
     "text": "the sketch writes text instead of painting",
     "eval": "the sketch evaluates strings as code (eval, Function)",
-    "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range)",
+    "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range), or makes too many or too large buffers",
     "raw_drawing": "the sketch draws around p5.brush: images, pixel writes, shaders, raw WebGL/2D calls, or paint from inside a brush callback",
     "hidden_code": "the sketch hands p5.brush values that run code (getters, its own valueOf/toString, Proxies)",
     "unknown_brush_method": "the sketch calls a brush.* name that p5.brush 2.2.2 does not export",

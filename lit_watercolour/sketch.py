@@ -218,7 +218,7 @@ def analyse(code: str) -> Facts:
                 declare(scope, ident)
             value = node.child_by_field_name("value")
             if value is not None:
-                _note_alias(target, value, scope, aliases, text)
+                facts.brush_used |= _note_alias(target, value, scope, aliases, text)
         elif kind in ("function_declaration", "generator_function_declaration", "class_declaration"):
             name = node.child_by_field_name("name")
             if name is not None:
@@ -310,8 +310,10 @@ def analyse(code: str) -> Facts:
     return facts
 
 
-def _note_alias(target, value, scope, aliases, text) -> None:
-    """`const b = brush`, `const c = brush.circle`, `const {circle, rect: r} = brush`."""
+def _note_alias(target, value, scope, aliases, text) -> set[str]:
+    """Record `const b = brush`, `const c = brush.circle`, `const {circle, rect: r} = brush`;
+    return the brush names destructuring reads."""
+    before = set(aliases.values())
     is_brush = value.type == "identifier" and text(value) == _BRUSH
     if target.type == "identifier":
         if is_brush:
@@ -331,6 +333,8 @@ def _note_alias(target, value, scope, aliases, text) -> None:
             elif part.type == "object_assignment_pattern":
                 for ident in _pattern_names(part):
                     aliases[(scope.id, text(ident))] = text(ident)
+        return {v for v in aliases.values() if v is not None} - {v for v in before if v is not None}
+    return set()
 
 
 def _canvas_args(args, text) -> tuple[bool | None, float | None, float | None]:
