@@ -118,6 +118,7 @@ _RAW_NAMES = frozenset(
     "buildColorShader buildStrokeShader buildFilterShader".split()
 )
 _RAW_MEMBERS = re.compile(r"^(_renderer|_curElement|_pInst|drawingContext|_render\w*)$")
+_P5_MEMBERS = frozenset({"Vector"})  # p5.X a sketch may read: the vector class and its statics
 _SOURCE_URL = re.compile(r"[#@]\s*source(Mapping)?URL\s*=")
 
 
@@ -161,7 +162,7 @@ def static_gate(
     if _SOURCE_URL.search(code):
         return _fail("eval", "a sourceURL comment")
     dom = (free & _DOM_GLOBALS) | {n for n in free if _DOM_CALLS.match(n)} | (facts.members & _DOM_MEMBERS)
-    if "p5" in free:  # p5 itself (p5.prototype, new p5): the page's machinery
+    if facts.free_uses.get("p5", set()) - _P5_MEMBERS:  # p5 itself (p5.prototype, new p5, p5.instance): the page's machinery
         dom.add("p5")
     if dom:
         return _fail("dom", f"uses {first(dom)}")

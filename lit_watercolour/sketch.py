@@ -143,6 +143,7 @@ class Facts:
     free_values: set[str] = field(default_factory=set)  # free names used as values (aliased, passed on)
     free_new: set[str] = field(default_factory=set)  # new F(...) with F free
     members: set[str] = field(default_factory=set)  # property names accessed with a dot
+    free_uses: dict[str, set[str]] = field(default_factory=dict)  # free name -> X of name.X ("*": any other use)
     brush_used: set[str] = field(default_factory=set)  # brush.X, whether called, aliased or destructured
     brush_called: set[str] = field(default_factory=set)  # brush.X(...) or a call through an alias of it
     brush_classes: set[str] = field(default_factory=set)  # new brush.X(...)
@@ -291,6 +292,9 @@ def analyse(code: str) -> Facts:
             if bound:
                 continue
             facts.free_refs.add(name)
+            member = parent.type == "member_expression" and parent.child_by_field_name("object") == node
+            prop = parent.child_by_field_name("property") if member else None
+            facts.free_uses.setdefault(name, set()).add(text(prop) if prop is not None else "*")
             if is_call:
                 facts.free_calls.append(name)
                 args = parent.child_by_field_name("arguments")

@@ -172,6 +172,7 @@ LEGIT_STATIC = {
     "polygon_class": sketch(paint="new brush.Polygon([[10, 10], [300, 40], [200, 300]]).fill();"),
     "canvas_expression": sketch(canvas="createCanvas(min(512, windowWidth), 512, WEBGL);"),
     "regex_with_slash": sketch("const re = /a\\/b/g;\n  const t = `x${1}`;"),
+    "p5_vector": sketch("const v = p5.Vector.fromAngle(0.5, 10);\n  brush.circle(v.x + 256, v.y + 256, 40);"),
     "strings_and_comments": sketch('// a point(256, 256) at the centre, like text("x") or fetch()\n  const note = "ellipse(1,2) document";'),
 }
 
@@ -193,6 +194,8 @@ STATIC_EVASIONS = {
     "canvas_too_large": (sketch(canvas="createCanvas(600, 2000, WEBGL);"), "canvas"),
     "aliased_create_canvas": (sketch(canvas="const c = createCanvas; c(512, 512, WEBGL);"), "canvas"),
     "destructured_unknown": ("const {bleed} = brush;\n" + sketch("bleed(0.2);"), "unknown_brush_method"),
+    "p5_instance_mode": ("new p5((p) => { p.setup = () => p.createCanvas(512, 512, p.WEBGL); });\n" + sketch(), "dom"),
+    "p5_instance": (sketch("p5.instance.line(1, 2, 3, 4);"), "dom"),
     "shadowed_only_in_other_scope": ("function f() { const ellipse = 1; return ellipse; }\n" + sketch("ellipse(1, 2, 3, 4);"), "bare_primitives"),
 }
 
