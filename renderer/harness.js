@@ -142,13 +142,14 @@
     if (f.prototype) wrapped.prototype = f.prototype;  // classes: instanceof and subclasses still work
     return wrapped;
   };
+  const PAINTING_METHODS = new Set(["draw", "fill", "hatch", "wash", "mass", "show"]);  // the rest build geometry
   for (const name of Object.keys(brush)) {
     const value = brush[name];
     if (typeof value !== "function") continue;
     if (/^[A-Z]/.test(name) && value.prototype) {  // Polygon, Plot, Position: their methods paint too
       trustChain(value.prototype);
       for (const method of Object.getOwnPropertyNames(value.prototype)) {
-        if (method !== "constructor" && typeof value.prototype[method] === "function") {
+        if (PAINTING_METHODS.has(method) && typeof value.prototype[method] === "function") {
           value.prototype[method] = wrapBrush(value.prototype[method], `brush.${name}.${method}`);
         }
       }
@@ -258,8 +259,13 @@
     }
   }
   guardRaw(p5.Framebuffer.prototype, "Framebuffer", (name) => name[0] === "_");
-  for (const ctx of [WebGL2RenderingContext, WebGLRenderingContext, CanvasRenderingContext2D, OffscreenCanvasRenderingContext2D, ImageBitmapRenderingContext]) {
-    guardRaw(ctx && ctx.prototype, ctx && ctx.name);
+  // Raw contexts: only the calls that put pixels somewhere (or compile a shader) are guarded; path
+  // building and state changes paint nothing by themselves, and p5.brush makes them by the million.
+  const GL_PAINTS = /^(clear|clearBuffer\w*|draw\w*|(compressed)?[tT]ex(Sub)?Image[23]D|copyTex(Sub)?Image[23]D|blitFramebuffer|shaderSource|compileShader|linkProgram)$/;
+  const CANVAS_PAINTS = /^(fill|stroke|fillRect|strokeRect|clearRect|fillText|strokeText|drawImage|putImageData|transferFromImageBitmap|reset)$/;
+  for (const [ctx, paints] of [[WebGL2RenderingContext, GL_PAINTS], [WebGLRenderingContext, GL_PAINTS], [CanvasRenderingContext2D, CANVAS_PAINTS],
+    [OffscreenCanvasRenderingContext2D, CANVAS_PAINTS], [ImageBitmapRenderingContext, CANVAS_PAINTS]]) {
+    guardRaw(ctx && ctx.prototype, ctx && ctx.name, (name) => paints.test(name));
   }
 
   // The canvas: exactly one createCanvas(w, h, WEBGL) from the sketch, each side within
