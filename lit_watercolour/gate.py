@@ -1,33 +1,49 @@
 """The gate: does a sketch honestly paint with p5.brush? Checked twice.
 
-`static_gate(code)` runs before rendering on the source (comments stripped, strings
-blanked, identifier escapes decoded) and turns away what need not reach a browser.
-`gate(code, render)` runs after rendering on what the page saw: errors, timeouts, and the
-violations the sandbox itself recorded (renderer/prelude.js and harness.js block and record
-network, DOM, storage, text and canvas tampering, however obfuscated the call).
+`static_gate(code)` runs before rendering. It parses the source with tree-sitter's JavaScript
+grammar and resolves names through the sketch's own scopes, so a local `point`, a helper called
+`loadPalette()` or `let location` is the sketch's own and not p5's or the browser's, and brush
+methods reached through `const {circle} = brush` or `const c = brush.circle` are still brush.
+It turns away what need not reach a browser; anything it cannot decide (computed names such as
+`this["fe" + "tch"]`, strings assembled at run time) is left to the page.
 
-Plain-p5 rule (measured by the page, not guessed from source): the harness counts every
-call the sketch makes to p5's own shape primitives (ellipse, rect, line, vertex, ...;
-calls p5.brush makes internally are not counted) and to p5.brush's painting methods.
-A sketch fails `bare_primitives` if it makes any bare primitive call at all — the same rule
-the static scan applies, so an obfuscated call (`window["ell" + "ipse"]`) is caught too —
-and fails `no_brush_painting` if it makes no painting call on `brush`, whatever it drew.
+`gate(code, render)` runs after rendering on what the page saw: errors, timeouts, and the
+violations the sandbox recorded (renderer/prelude.js and renderer/harness.js block and record
+network, DOM, storage, navigation, text, images, pixel writes, shaders and canvas tampering,
+however obfuscated the call).
+
+Whose drawing is it (harness.js). p5.brush draws with p5 and raw WebGL on the sketch's behalf;
+that drawing is the library's. The page keeps a stack of who is in control: every p5 and brush
+entry point pushes "library" while it runs; every sketch function the libraries call back
+(setup, draw and the sketch's other globals; functions handed to p5 or p5.brush: custom brush
+tips, vector-field generators, pressure curves, framebuffer draw scopes) pushes "sketch". With
+the stack empty (the event loop called in: the sketch's top level, its timers, p5 resuming after
+an await) the innermost stack frame that is not the harness's decides. So:
+- shapes the sketch draws itself, on any target (main canvas, createGraphics, framebuffers), are
+  bare primitives; brush's own shapes are not;
+- a custom tip drawing shapes on its own tip surface `_m` is how p5.brush defines a stamp: allowed
+  (counted as `tip.*`); text, images, pixel writes, shaders or any drawing elsewhere from inside a
+  p5.brush callback are violations (`raw_drawing`, `text`);
+- text, images other than p5.brush buffers (createGraphics/createFramebuffer) passed to image(),
+  pixel writes (updatePixels, set), the sketch's own shaders and filter() with a shader, p5's
+  renderer/shader/texture internals and raw WebGL or 2D context calls made by sketch code are
+  violations wherever they happen;
+- arguments reaching brush.* that carry code (a getter, the sketch's own valueOf/toString/
+  toPrimitive, a Proxy) are refused (`hidden_code`): p5.brush would run them as its own.
+
+Plain-p5 rule: a sketch fails `bare_primitives` if it makes any bare primitive call at all, and
+`no_brush_painting` if it makes no painting call on `brush` (or on a brush.Polygon/Plot).
+The canvas: one createCanvas(w, h, WEBGL) with each side within the pool's range (default
+256-1024); the picture is captured at that size, and the painted-fraction rule is a fraction,
+the same at any size.
 """
 
 from __future__ import annotations
 
 import re
 
-from lit_watercolour.rollout import GateResult, RenderResult
-from lit_watercolour.sketch import (
-    brackets_balance,
-    brush_methods,
-    called_names,
-    decode_identifier_escapes,
-    is_truncated,
-    scan_source,
-    strip_comments,
-)
+from lit_watercolour.rollout import CANVAS_RANGE, GateResult, RenderResult
+from lit_watercolour.sketch import analyse, decode_identifier_escapes, is_truncated
 
 BLANK_FRACTION = 0.005  # recipe: real sketches paint 2.6-5.0%, an errored one 0.07%
 
@@ -42,7 +58,9 @@ REASONS: dict[str, str] = {
     "dom": "the sketch touches the page outside the canvas (document, window, storage, elements)",
     "text": "the sketch writes text instead of painting",
     "eval": "the sketch evaluates strings as code (eval, Function)",
-    "canvas": "the sketch replaces, resizes or mis-sizes the canvas",
+    "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range), or makes too many or too large buffers",
+    "raw_drawing": "the sketch draws around p5.brush: images, pixel writes, shaders, raw WebGL/2D calls, or paint from inside a brush callback",
+    "hidden_code": "the sketch hands p5.brush values that run code (getters, its own valueOf/toString, Proxies)",
     "unknown_brush_method": "the sketch calls a brush.* name that p5.brush 2.2.2 does not export",
     "bare_primitives": "the sketch paints with bare p5 shapes (ellipse, rect, line, ...) instead of p5.brush",
     "no_brush_painting": "the sketch makes no p5.brush painting call",
@@ -64,84 +82,122 @@ BRUSH_EXPORTS = frozenset(
 BRUSH_PAINTING = frozenset(
     "arc circle endShape endStroke flowLine hatchArray line polygon rect spline massArray".split()
 )
+# brush classes whose instances paint through their methods (new brush.Polygon(...).fill()).
+BRUSH_PAINTING_CLASSES = {name: frozenset("draw fill hatch wash mass show".split()) for name in ("Polygon", "Plot")}
 # p5 shape primitives a sketch must not call bare.
 P5_PRIMITIVES = frozenset(
-    "arc bezier box circle cone curve cylinder ellipse ellipsoid image line plane point quad rect sphere "
+    "arc bezier box circle cone curve cylinder ellipse ellipsoid line plane point quad rect sphere "
     "spline square torus triangle beginShape endShape vertex bezierVertex splineVertex quadraticVertex "
     "curveVertex beginContour endContour model".split()
 )
 
-_NETWORK = re.compile(
-    r"\b(fetch|XMLHttpRequest|WebSocket|EventSource|RTCPeerConnection|webkitRTCPeerConnection|RTCDataChannel"
-    r"|sendBeacon|Worker|SharedWorker|WebTransport|BroadcastChannel|importScripts)\b|\bimport\s*\(|\bimport\s+[\w{*]"
+_NETWORK = frozenset(
+    "fetch XMLHttpRequest WebSocket EventSource RTCPeerConnection webkitRTCPeerConnection RTCDataChannel "
+    "sendBeacon Worker SharedWorker WebTransport BroadcastChannel importScripts".split()
 )
 _EXTERNAL = re.compile(
-    r"\b(load(?!Pixels)[A-Z]\w*|save(Canvas|Frames|Gif|JSON|Strings|Table|Bytes)?|http(Get|Post|Do)"
-    r"|create(Img|Video|Audio|Capture))\s*\("
+    r"^(load(?!Pixels$)[A-Z]\w*|save(Canvas|Frames|Gif|JSON|Strings|Table|Bytes)?|http(Get|Post|Do)"
+    r"|create(Img|Video|Audio|Capture)|createImageBitmap|ImageDecoder)$"
 )
 _DATA_URI = re.compile(r"data:\s*image/|\bblob:", re.IGNORECASE)
-_DOM = re.compile(
-    r"\b(document|window|globalThis|location|navigator|localStorage|sessionStorage"
-    r"|indexedDB|caches|cookieStore|opener)\b"
-    r"|\b(create(Element|Div|P|Span|A|Slider|Button|Checkbox|Select|Radio|ColorPicker|Input|FileInput|Writer)"
-    r"|select|selectAll|removeElements|alert|confirm|prompt)\s*\("
-    r"|\.\s*(innerHTML|outerHTML|insertAdjacentHTML|appendChild|parentNode|parentElement|elt)\b"
-    r"|\b__lw\w*|\b__proto__\b|\bprototype\b|\bnew\s+p5\b|\bp5\s*[.\[]"
+_DOM_GLOBALS = frozenset(
+    "document window globalThis self top parent frames opener location navigator localStorage sessionStorage "
+    "indexedDB caches cookieStore history screen visualViewport".split()
 )
-_EVAL = re.compile(r"\b(eval|Function|WebAssembly)\b|\.\s*constructor\b|\bset(Timeout|Interval)\s*\(\s*['\"`]")
-_TEXT = re.compile(r"(?<![\w$.])(text|textFont|textToPoints|textSize)\s*\(")
-_CANVAS = re.compile(r"\b(resizeCanvas|noCanvas|createGraphics|createFramebuffer)\s*\(|(?<![\w$.])remove\s*\(\s*\)")
-_CREATE_CANVAS = re.compile(r"\bcreateCanvas\s*\(([^)]*)\)")
-_SETUP = re.compile(r"\bfunction\s+(setup|draw)\s*\(|\b(setup|draw)\s*=")
+_DOM_CALLS = re.compile(
+    r"^(create(Element|Div|P|Span|A|Slider|Button|Checkbox|Select|Radio|ColorPicker|Input|FileInput|Writer)"
+    r"|select|selectAll|removeElements|alert|confirm|prompt|__lw\w*)$"
+)
+_DOM_MEMBERS = frozenset("innerHTML outerHTML insertAdjacentHTML appendChild parentNode parentElement elt __proto__ prototype".split())
+_EVAL_NAMES = frozenset("eval Function WebAssembly".split())
+_TEXT = frozenset("text textFont textToPoints textToContours textToModel textSize".split())
+_CANVAS = frozenset("resizeCanvas noCanvas remove".split())
+_RAW_NAMES = frozenset(
+    "drawingContext updatePixels createShader createFilterShader shader strokeShader imageShader baseMaterialShader "
+    "baseNormalShader baseColorShader baseStrokeShader baseFilterShader buildMaterialShader buildNormalShader "
+    "buildColorShader buildStrokeShader buildFilterShader".split()
+)
+_RAW_MEMBERS = re.compile(r"^(_renderer|_curElement|_pInst|drawingContext|_render\w*)$")
+_P5_MEMBERS = frozenset({"Vector"})  # p5.X a sketch may read: the vector class and its statics
+_SOURCE_URL = re.compile(r"[#@]\s*source(Mapping)?URL\s*=")
 
 
 def _fail(reason: str, detail: str) -> GateResult:
     return GateResult(passed=False, reason=reason, detail=detail)
 
 
-def static_gate(code: str | None, completion: str | None = None) -> GateResult | None:
+def static_gate(
+    code: str | None, completion: str | None = None, canvas: tuple[int, int] = CANVAS_RANGE
+) -> GateResult | None:
     """A failure found in the source alone, or None when the sketch should be rendered.
 
     Give `completion` too so that an unterminated fence reads as truncated. Syntax errors
-    are left to the browser, which parses JS exactly.
+    are left to the browser, which parses JS exactly. `canvas`: the allowed (min, max) side.
     """
     if completion is not None and is_truncated(completion):
         return _fail("truncated", "the code fence is never closed")
     if not code or not code.strip():
         return _fail("no_code", "no code block and no bare code")
-    src = scan_source(code)  # strings blanked: names inside them are not calls
-    raw = decode_identifier_escapes(strip_comments(code))  # strings kept: for URIs
-    if not brackets_balance(src):
+    facts = analyse(code)
+    if facts.truncated:
         return _fail("truncated", "brackets do not balance")
-    if not _SETUP.search(src):
+    if not facts.entry_points:
         return _fail("no_setup", "define function setup() { ... }")
-    for pattern, reason in ((_NETWORK, "network"), (_EXTERNAL, "external_load")):
-        if m := pattern.search(src):
-            return _fail(reason, f"uses {m.group(0).strip()}")
-    if m := _DATA_URI.search(raw):
-        return _fail("external_load", f"embeds a {m.group(0)} URI")
-    for pattern, reason in ((_EVAL, "eval"), (_DOM, "dom"), (_TEXT, "text"), (_CANVAS, "canvas")):
-        if m := pattern.search(src):
-            return _fail(reason, f"uses {m.group(0).strip()}")
-    canvases = _CREATE_CANVAS.findall(src)
-    if not canvases or not all(re.search(r"\bWEBGL\b", args) for args in canvases):
-        return _fail("not_webgl", "call createCanvas(512, 512, WEBGL)")
-    if len(canvases) > 1:
+    free, calls, values = facts.free_refs, set(facts.free_calls), facts.free_values
+
+    def first(names) -> str:
+        return sorted(names)[0]
+
+    if network := (free & _NETWORK) | ({"import"} if facts.imports else set()):
+        return _fail("network", f"uses {first(network)}")
+    if external := {n for n in free if _EXTERNAL.match(n)}:
+        return _fail("external_load", f"uses {first(external)}")
+    strings = [decode_identifier_escapes(t) for t in facts.strings]
+    if uri := next((m.group(0) for t in strings if (m := _DATA_URI.search(t))), None):
+        return _fail("external_load", f"embeds a {uri} URI")
+    if evals := (free & _EVAL_NAMES) | ({".constructor"} if "constructor" in facts.members else set()):
+        return _fail("eval", f"uses {first(evals)}")
+    if facts.string_timer:
+        return _fail("eval", "a timer given a string")
+    if _SOURCE_URL.search(code):
+        return _fail("eval", "a sourceURL comment")
+    dom = (free & _DOM_GLOBALS) | {n for n in free if _DOM_CALLS.match(n)} | (facts.members & _DOM_MEMBERS)
+    if facts.free_uses.get("p5", set()) - _P5_MEMBERS:  # p5 itself (p5.prototype, new p5, p5.instance): the page's machinery
+        dom.add("p5")
+    if dom:
+        return _fail("dom", f"uses {first(dom)}")
+    if text := free & _TEXT:
+        return _fail("text", f"uses {first(text)}")
+    if raw := (free & _RAW_NAMES) | {m for m in facts.members if _RAW_MEMBERS.match(m)}:
+        return _fail("raw_drawing", f"uses {first(raw)}")
+    if canvas_calls := free & _CANVAS:
+        return _fail("canvas", f"uses {first(canvas_calls)}")
+    if "createCanvas" in values:
+        return _fail("canvas", "createCanvas is passed around instead of called")
+    if not facts.canvases or any(webgl is False for webgl, _, _ in facts.canvases):
+        return _fail("not_webgl", "call createCanvas(width, height, WEBGL)")
+    if len(facts.canvases) > 1:
         return _fail("canvas", "createCanvas is called more than once")
-    if re.search(r"\bbrush\s*\[", src):
+    _, width, height = facts.canvases[0]
+    if any(side is not None and not canvas[0] <= side <= canvas[1] for side in (width, height)):
+        return _fail("canvas", f"each side of the canvas must be within {canvas[0]}-{canvas[1]}")
+    if facts.brush_computed:
         return _fail("unknown_brush_method", "brush[...] computed access")
-    if unknown := sorted(brush_methods(src) - BRUSH_EXPORTS):
+    if unknown := sorted(facts.brush_used - BRUSH_EXPORTS):
         return _fail("unknown_brush_method", "brush." + ", brush.".join(unknown))
-    if bare := sorted(called_names(src) & P5_PRIMITIVES):
+    if bare := sorted(free & P5_PRIMITIVES & (calls | values)):
         return _fail("bare_primitives", "bare p5 calls: " + ", ".join(bare))
-    if not any(name in BRUSH_PAINTING for name in brush_methods(src)):
-        return _fail("no_brush_painting", "no brush painting call (circle, endShape, rect, ...)")
+    if not (facts.brush_called & BRUSH_PAINTING or facts.brush_classes & set(BRUSH_PAINTING_CLASSES)):
+        return _fail("no_brush_painting", "no brush painting call (circle, endShape, rect, new brush.Polygon(...).fill(), ...)")
     return None
 
 
 # Violation kinds recorded by the page (renderer/*.js) -> reason, most telling first: a blocked
 # fetch also throws, and a blocked text() may also trip a DOM guard.
-_VIOLATION_REASON = {"network": "network", "load": "external_load", "eval": "eval", "text": "text", "canvas": "canvas", "dom": "dom"}
+_VIOLATION_REASON = {
+    "network": "network", "load": "external_load", "eval": "eval", "hidden": "hidden_code", "text": "text",
+    "raw": "raw_drawing", "canvas": "canvas", "dom": "dom",
+}
 
 
 def gate(code: str | None, render: RenderResult | None) -> GateResult:
@@ -166,7 +222,9 @@ def gate(code: str | None, render: RenderResult | None) -> GateResult:
     bare = {k: v for k, v in render.calls.items() if k.startswith("p5.")}
     if bare:
         return _fail("bare_primitives", ", ".join(f"{k} x{v}" for k, v in sorted(bare.items())))
-    if not any(render.calls.get(f"brush.{name}", 0) for name in BRUSH_PAINTING):
+    painting = {f"brush.{n}" for n in BRUSH_PAINTING}
+    painting |= {f"brush.{cls}.{m}" for cls, methods in BRUSH_PAINTING_CLASSES.items() for m in methods}
+    if not any(render.calls.get(name, 0) for name in painting):
         return _fail("no_brush_painting", "the page saw no brush painting call")
     if render.painted_fraction < BLANK_FRACTION:
         return _fail("blank_canvas", f"painted fraction {render.painted_fraction:.4f}")

@@ -69,8 +69,7 @@ import numpy as np
 from PIL import Image
 from playwright.async_api import Browser, BrowserContext, CDPSession, Error as PlaywrightError, Page, async_playwright
 
-from lit_watercolour.prompts import CANVAS_SIZE
-from lit_watercolour.rollout import RenderResult
+from lit_watercolour.rollout import CANVAS_RANGE, RenderResult
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +267,8 @@ class RenderPool:
     """`async with RenderPool(size=4) as pool: result = await pool.render(code, seed)`.
 
     size: renders in flight at once (and warm pages kept ready).
-    canvas: the sketch must call createCanvas(canvas, canvas, WEBGL).
+    canvas: (min, max) side in canvas units of the sketch's one createCanvas(w, h, WEBGL); the
+        capture has the size the sketch made, times pixel_density.
     pixel_density: pixels per canvas unit of the capture; 0.5 paints a 512 sketch as a 256x256
         image in about two thirds of the time (scripts/bench_render.py), for scorers that look
         at 256 px anyway.
@@ -289,7 +289,7 @@ class RenderPool:
     def __init__(
         self,
         size: int = 4,
-        canvas: int = CANVAS_SIZE,
+        canvas: tuple[int, int] = CANVAS_RANGE,
         pixel_density: float = 1.0,
         timeout_s: float = 60.0,
         max_frames: int = 5,
@@ -312,7 +312,9 @@ class RenderPool:
         if memory_cap_gib < 0:
             raise ValueError("memory_cap_gib must be >= 0")
         self.size = size
-        self.canvas = canvas
+        if not 0 < canvas[0] <= canvas[1]:
+            raise ValueError("canvas must be (min_side, max_side) with 0 < min_side <= max_side")
+        self.canvas = tuple(canvas)
         self.pixel_density = pixel_density
         self.timeout_s = timeout_s
         self.max_frames = max_frames
@@ -541,7 +543,7 @@ class RenderPool:
 
     async def _open_page(self, owner: _Browser) -> _WarmPage:
         context = await owner.browser.new_context(
-            viewport={"width": self.canvas, "height": self.canvas},
+            viewport={"width": self.canvas[1], "height": self.canvas[1]},
             device_scale_factor=1,
             service_workers="block",
             accept_downloads=False,
@@ -646,8 +648,9 @@ class RenderPool:
         start = time.monotonic()
         run = asyncio.ensure_future(
             warm.page.evaluate(
-                "([code, seed, frames, size, density]) => __lw.run(code, seed, frames, size, density)",
-                [code, seed & 0x7FFFFFFF, self.max_frames, self.canvas, self.pixel_density],
+                "(options) => __lw.run(options)",
+                {"code": code, "seed": seed & 0x7FFFFFFF, "maxFrames": self.max_frames, "minSide": self.canvas[0],
+                 "maxSide": self.canvas[1], "density": self.pixel_density},
             )
         )
         watched = {run, warm.crashed, warm.owner.disconnected}
@@ -686,6 +689,8 @@ class RenderPool:
             calls={str(k): int(v) for k, v in report.get("calls", {}).items()},
             painted_fraction=painted_fraction(png) if png else 0.0,
             violations=sorted(set(report.get("violations", [])) | set(warm.violations)),
+            width=int(report.get("width", 0)),
+            height=int(report.get("height", 0)),
         )
 
     async def _render_alone(self, code: str, seed: int, timeout_s: float, why: str) -> RenderResult:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+CANVAS_RANGE = (256, 1024)  # the sides, in canvas units, a sketch's createCanvas may have
+
 
 @dataclass
 class RenderResult:
@@ -23,6 +25,8 @@ class RenderResult:
     violations: list[str] = field(default_factory=list)  # runtime cheating seen by the page
     timed_out: bool = False
     infra_error: bool = False  # the browser failed, not the sketch (after one retry)
+    width: int = 0  # the canvas the sketch created, in canvas units (the PNG is this times the density)
+    height: int = 0
 
 
 @dataclass

@@ -7,7 +7,9 @@ never closed means the completion was cut off.
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass, field
 
 _FENCE = re.compile(r"```[ \t]*(js|javascript|jsx|ts|p5|p5js)?[ \t]*\n", re.IGNORECASE)
 _CLOSE = re.compile(r"\n[ \t]*```")
@@ -118,3 +120,245 @@ def brackets_balance(source: str) -> bool:
             if not stack or stack.pop() != pairs[ch]:
                 return False
     return not stack
+
+
+# The parser-based view of a sketch (tree-sitter's JavaScript grammar): which names the code
+# binds itself, in which scope, and what the rest of its references, calls and strings are.
+_FUNCTIONS = frozenset(
+    "function_declaration generator_function_declaration function_expression function generator_function "
+    "arrow_function method_definition".split()
+)
+_BLOCKS = frozenset("program statement_block for_statement for_in_statement switch_body class_body catch_clause".split())
+_BRUSH = "brush"
+
+
+@dataclass
+class Facts:
+    """What the parser saw in a sketch. Free names are those the sketch does not bind itself
+    (globals: p5's functions, the browser's, `brush`); a local `point` or `location` is not free."""
+
+    truncated: bool = False  # a closing bracket is missing at the end
+    free_calls: list[str] = field(default_factory=list)  # f(...) with f free
+    free_refs: set[str] = field(default_factory=set)  # every free name read, called or not
+    free_values: set[str] = field(default_factory=set)  # free names used as values (aliased, passed on)
+    free_new: set[str] = field(default_factory=set)  # new F(...) with F free
+    members: set[str] = field(default_factory=set)  # property names accessed with a dot
+    free_uses: dict[str, set[str]] = field(default_factory=dict)  # free name -> X of name.X ("*": any other use)
+    brush_used: set[str] = field(default_factory=set)  # brush.X, whether called, aliased or destructured
+    brush_called: set[str] = field(default_factory=set)  # brush.X(...) or a call through an alias of it
+    brush_classes: set[str] = field(default_factory=set)  # new brush.X(...)
+    brush_computed: bool = False  # brush[expr]
+    canvases: list[tuple[bool | None, float | None, float | None]] = field(default_factory=list)  # createCanvas: (WEBGL?, w, h)
+    strings: list[str] = field(default_factory=list)  # string and template literal text
+    string_timer: bool = False  # setTimeout/setInterval given a string
+    imports: bool = False  # import(...) or an import statement
+    entry_points: set[str] = field(default_factory=set)  # setup/draw defined at the top level
+
+
+def _pattern_names(node) -> list:
+    """The identifier nodes a binding pattern declares."""
+    if node.type in ("identifier", "shorthand_property_identifier_pattern"):
+        return [node]
+    if node.type == "pair_pattern":
+        return _pattern_names(node.child_by_field_name("value"))
+    if node.type in ("assignment_pattern", "object_assignment_pattern"):
+        return _pattern_names(node.child_by_field_name("left"))
+    if node.type in ("object_pattern", "array_pattern", "rest_pattern"):
+        return [n for c in node.named_children for n in _pattern_names(c)]
+    return []
+
+
+def _enclosing(node, kinds: frozenset):
+    node = node.parent
+    while node is not None and node.type not in kinds and node.type != "program":
+        node = node.parent
+    return node
+
+
+@functools.lru_cache(maxsize=1)
+def _parser():
+    import tree_sitter
+    import tree_sitter_javascript
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_javascript.language()))
+
+
+def analyse(code: str) -> Facts:
+    """Parse `code` and resolve its names: a call is a p5 or browser call only when the sketch
+    does not bind that name itself in an enclosing scope."""
+    tree = _parser().parse(code.encode("utf-8", "surrogatepass"))
+    facts = Facts()
+    nodes = []
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(reversed(node.children))
+        if node.is_missing and node.type in (")", "]", "}"):
+            facts.truncated = True
+    text = lambda n: decode_identifier_escapes(n.text.decode("utf-8", "replace"))  # noqa: E731
+
+    # Pass 1: declarations, each in its scope; aliases of brush and of its methods.
+    scopes: dict[int, set[str]] = {}
+    binding_ids: set[int] = set()
+    aliases: dict[tuple[int, str], str | None] = {}  # (scope, name) -> brush method, None for brush itself
+
+    def declare(scope, ident) -> None:
+        binding_ids.add(ident.id)
+        if scope.type == "program" and text(ident) == _BRUSH:
+            return  # redeclaring the page's brush at the top level is the browser's SyntaxError, not a local
+        scopes.setdefault(scope.id, set()).add(text(ident))
+
+    for node in nodes:
+        kind = node.type
+        if kind == "variable_declarator":
+            target = node.child_by_field_name("name")
+            decl = node.parent
+            scope = _enclosing(node, _FUNCTIONS) if decl.type == "variable_declaration" else _enclosing(node, _BLOCKS)
+            for ident in _pattern_names(target):
+                declare(scope, ident)
+            value = node.child_by_field_name("value")
+            if value is not None:
+                facts.brush_used |= _note_alias(target, value, scope, aliases, text)
+        elif kind in ("function_declaration", "generator_function_declaration", "class_declaration"):
+            name = node.child_by_field_name("name")
+            if name is not None:
+                declare(_enclosing(node, _BLOCKS), name)
+        elif kind in ("function_expression", "function", "generator_function", "class"):
+            name = node.child_by_field_name("name")
+            if name is not None:
+                declare(node, name)
+        elif kind == "formal_parameters":
+            for param in node.named_children:
+                for ident in _pattern_names(param):
+                    declare(node.parent, ident)
+        elif kind == "arrow_function":
+            param = node.child_by_field_name("parameter")
+            if param is not None:
+                declare(node, param)
+        elif kind == "catch_clause":
+            param = node.child_by_field_name("parameter")
+            if param is not None:
+                for ident in _pattern_names(param):
+                    declare(node, ident)
+        elif kind == "for_in_statement" and node.child_by_field_name("kind") is not None:
+            for ident in _pattern_names(node.child_by_field_name("left")):
+                declare(node if text(node.child_by_field_name("kind")) != "var" else _enclosing(node, _FUNCTIONS), ident)
+
+    def resolve(ident) -> tuple[bool, str | None | bool]:
+        """(bound by the sketch?, brush alias: a method name, None for brush itself, False if none)."""
+        name = text(ident)
+        scope = ident.parent
+        while scope is not None:
+            if name in scopes.get(scope.id, ()):
+                return True, aliases.get((scope.id, name), False)
+            scope = scope.parent
+        return False, (None if name == _BRUSH else False)
+
+    # Pass 2: references.
+    for node in nodes:
+        kind = node.type
+        if kind in ("string_fragment", "template_string") or (kind == "string" and not node.named_children):
+            facts.strings.append(text(node))
+        if kind == "import_statement" or kind == "import":
+            facts.imports = True
+        if kind == "member_expression":
+            prop = node.child_by_field_name("property")
+            if prop is not None:
+                facts.members.add(text(prop))
+            obj = node.child_by_field_name("object")
+            if obj.type == "identifier" and resolve(obj)[1] is None and prop is not None:
+                facts.brush_used.add(text(prop))
+                parent = node.parent
+                if parent.type == "call_expression" and parent.child_by_field_name("function") == node:
+                    facts.brush_called.add(text(prop))
+                if parent.type == "new_expression":
+                    facts.brush_classes.add(text(prop))
+        elif kind == "subscript_expression":
+            obj = node.child_by_field_name("object")
+            if obj.type == "identifier" and resolve(obj)[1] is None:
+                facts.brush_computed = True
+        elif kind in ("identifier", "shorthand_property_identifier") and node.id not in binding_ids:
+            parent = node.parent
+            if parent.type in ("labeled_statement", "break_statement", "continue_statement"):
+                continue
+            bound, alias = resolve(node)
+            name = text(node)
+            is_call = parent.type == "call_expression" and parent.child_by_field_name("function") == node
+            if alias not in (False, None):
+                facts.brush_used.add(alias)
+                if is_call:
+                    facts.brush_called.add(alias)
+            if bound:
+                continue
+            facts.free_refs.add(name)
+            member = parent.type == "member_expression" and parent.child_by_field_name("object") == node
+            prop = parent.child_by_field_name("property") if member else None
+            facts.free_uses.setdefault(name, set()).add(text(prop) if prop is not None else "*")
+            if is_call:
+                facts.free_calls.append(name)
+                args = parent.child_by_field_name("arguments")
+                if name == "createCanvas":
+                    facts.canvases.append(_canvas_args(args, text))
+                if name in ("setTimeout", "setInterval") and args is not None and args.named_children:
+                    facts.string_timer |= args.named_children[0].type in ("string", "template_string")
+            elif parent.type == "new_expression" and parent.child_by_field_name("constructor") == node:
+                facts.free_new.add(name)
+            elif not (parent.type == "member_expression" and parent.child_by_field_name("object") == node) and not (
+                parent.type == "subscript_expression" and parent.child_by_field_name("object") == node
+            ) and not (parent.type == "assignment_expression" and parent.child_by_field_name("left") == node):
+                facts.free_values.add(name)
+            if parent.type == "assignment_expression" and parent.child_by_field_name("left") == node and name in ("setup", "draw"):
+                facts.entry_points.add(name)
+    facts.entry_points |= {n for n in ("setup", "draw") if n in scopes.get(tree.root_node.id, ())}
+    return facts
+
+
+def _note_alias(target, value, scope, aliases, text) -> set[str]:
+    """Record `const b = brush`, `const c = brush.circle`, `const {circle, rect: r} = brush`;
+    return the brush names destructuring reads."""
+    before = set(aliases.values())
+    is_brush = value.type == "identifier" and text(value) == _BRUSH
+    if target.type == "identifier":
+        if is_brush:
+            aliases[(scope.id, text(target))] = None
+        elif value.type == "member_expression":
+            obj, prop = value.child_by_field_name("object"), value.child_by_field_name("property")
+            if obj.type == "identifier" and text(obj) == _BRUSH and prop is not None:
+                aliases[(scope.id, text(target))] = text(prop)
+    elif target.type == "object_pattern" and is_brush:
+        for part in target.named_children:
+            if part.type == "shorthand_property_identifier_pattern":
+                aliases[(scope.id, text(part))] = text(part)
+            elif part.type == "pair_pattern":
+                key, val = part.child_by_field_name("key"), part.child_by_field_name("value")
+                for ident in _pattern_names(val):
+                    aliases[(scope.id, text(ident))] = text(key).strip("\"'")
+            elif part.type == "object_assignment_pattern":
+                for ident in _pattern_names(part):
+                    aliases[(scope.id, text(ident))] = text(ident)
+        return {v for v in aliases.values() if v is not None} - {v for v in before if v is not None}
+    return set()
+
+
+def _canvas_args(args, text) -> tuple[bool | None, float | None, float | None]:
+    """(renderer is WEBGL: True/False, None when not evident; width and height when literal)."""
+    if args is None:
+        return False, None, None
+    items = args.named_children
+    if any(a.type == "spread_element" for a in items):
+        return None, None, None
+    renderer = items[2] if len(items) > 2 else None
+    webgl = renderer is not None and (text(renderer) == "WEBGL" or text(renderer).strip("\"'`").lower() == "webgl")
+    if renderer is not None and not webgl and renderer.type not in ("string", "identifier") :
+        webgl = None  # an expression: the page decides
+
+    def number(i):
+        if i < len(items) and items[i].type == "number":
+            try:
+                return float(text(items[i]).replace("_", ""))
+            except ValueError:
+                return None
+        return None
+
+    return webgl, number(0), number(1)

@@ -8,8 +8,12 @@ page's own blocking and recording are what catches them.
 from __future__ import annotations
 
 import asyncio
+import io
+from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from lit_watercolour.gate import BRUSH_EXPORTS, REASONS, gate, static_gate
 from lit_watercolour.sketch import extract_code
@@ -111,7 +115,7 @@ RUNTIME_CASES = {
     "storage_evasive": (sketch('this["local" + "Storage"].setItem("a", "b");'), "dom"),
     "text_evasive": (sketch('this["te" + "xt"]("a hibiscus", 100, 100);'), "text"),
     "eval_evasive": (sketch('[].map["constr" + "uctor"]("return 1")();'), "eval"),
-    "giant_canvas": (sketch(canvas="createCanvas(4096, 4096, WEBGL);"), "canvas"),
+    "giant_canvas": (sketch(canvas="createCanvas(2 ** 12, 2 ** 12, WEBGL);"), "canvas"),  # literal sizes: static
     "bare_evasive": (sketch('this["ell" + "ipse"](100, 100, 80, 80);'), "bare_primitives"),
 }
 
@@ -119,7 +123,9 @@ RUNTIME_CASES = {
 @pytest.fixture(scope="module")
 def runtime_verdicts(render_pool):
     names = sorted(RUNTIME_CASES)
-    futures = {n: render_pool.submit(RUNTIME_CASES[n][0], 1, timeout_s=8.0) for n in names}
+    # Only the sketches meant to time out get a short limit: the others must get their own verdict
+    # however loaded the machine is.
+    futures = {n: render_pool.submit(RUNTIME_CASES[n][0], 1, timeout_s=8.0 if RUNTIME_CASES[n][1] == "timeout" else 120.0) for n in names}
     good = render_pool.submit(GOOD, 1)
     verdicts = {n: gate(RUNTIME_CASES[n][0], f.result()) for n, f in futures.items()}
     after = render_pool.submit(GOOD, 1).result()  # the pool keeps serving afterwards
@@ -146,3 +152,100 @@ def test_fixture_sketches_pass_the_gate(render_pool, sketches):
     for name, result in zip(names, results):
         verdict = gate(sketches[name], result)
         assert verdict.passed, (name, verdict)
+
+
+LEGIT = Path(__file__).resolve().parent / "legit"
+
+
+def legit_corpus() -> dict[str, str]:
+    return {path.stem: path.read_text() for path in sorted(LEGIT.glob("*.js"))}
+
+
+# Honest patterns the parser must not mistake for cheating.
+LEGIT_STATIC = {
+    "local_point": sketch("const point = (x, y) => [x, y];\n  const p = point(1, 2);"),
+    "helper_load_palette": "function loadPalette() { return ['#fff']; }\n" + sketch("loadPalette();"),
+    "let_location": sketch("let location = 3, navigator = 4;\n  location += navigator;"),
+    "param_named_text": sketch("const label = (text) => text.length;\n  label('x');"),
+    "destructured": "const {circle, fill: paint} = brush;\n" + sketch(paint='paint("#123456", 100);\n  circle(256, 256, 80);'),
+    "aliased_brush": sketch(paint='const b = brush;\n  b.fill("#c2366a", 160);\n  b.circle(256, 256, 80);'),
+    "polygon_class": sketch(paint="new brush.Polygon([[10, 10], [300, 40], [200, 300]]).fill();"),
+    "canvas_expression": sketch(canvas="createCanvas(min(512, windowWidth), 512, WEBGL);"),
+    "regex_with_slash": sketch("const re = /a\\/b/g;\n  const t = `x${1}`;"),
+    "p5_vector": sketch("const v = p5.Vector.fromAngle(0.5, 10);\n  brush.circle(v.x + 256, v.y + 256, 40);"),
+    "strings_and_comments": sketch('// a point(256, 256) at the centre, like text("x") or fetch()\n  const note = "ellipse(1,2) document";'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEGIT_STATIC))
+def test_static_gate_passes_honest_patterns(name):
+    assert static_gate(LEGIT_STATIC[name]) is None
+
+
+STATIC_EVASIONS = {
+    "regex_hides_fetch": (sketch('const re = /x\\//; fetch("http://127.0.0.1:9/");'), "network"),
+    "backtick_regex": (sketch("const a = /`/; ellipse(1, 2, 3, 4); const b = /`/;"), "bare_primitives"),
+    "spread_text": (sketch('text(...["hi", 1, 2]);'), "text"),
+    "alias_ellipse": (sketch("const e = ellipse; e(1, 2, 3, 4);"), "bare_primitives"),
+    "global_this_computed": (sketch('globalThis["ell" + "ipse"](1, 2, 3, 4);'), "dom"),
+    "drawing_context": (sketch("drawingContext.clear(16384);"), "raw_drawing"),
+    "source_url": (sketch("//# sourceURL=p5.min.js"), "eval"),
+    "canvas_too_small": (sketch(canvas="createCanvas(100, 100, WEBGL);"), "canvas"),
+    "canvas_too_large": (sketch(canvas="createCanvas(600, 2000, WEBGL);"), "canvas"),
+    "aliased_create_canvas": (sketch(canvas="const c = createCanvas; c(512, 512, WEBGL);"), "canvas"),
+    "destructured_unknown": ("const {bleed} = brush;\n" + sketch("bleed(0.2);"), "unknown_brush_method"),
+    "p5_instance_mode": ("new p5((p) => { p.setup = () => p.createCanvas(512, 512, p.WEBGL); });\n" + sketch(), "dom"),
+    "p5_instance": (sketch("p5.instance.line(1, 2, 3, 4);"), "dom"),
+    "shadowed_only_in_other_scope": ("function f() { const ellipse = 1; return ellipse; }\n" + sketch("ellipse(1, 2, 3, 4);"), "bare_primitives"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_EVASIONS))
+def test_static_gate_sees_through_the_tokenizer_evasions(name):
+    code, reason = STATIC_EVASIONS[name]
+    verdict = static_gate(code)
+    assert verdict is not None and verdict.reason == reason, verdict
+
+
+def test_legit_corpus_passes(render_pool):
+    corpus = legit_corpus()
+    assert len(corpus) >= 15
+    names = sorted(corpus)
+    for name in names:
+        assert static_gate(corpus[name]) is None, name
+    results = render_pool.render_many([corpus[n] for n in names], [3] * len(names))
+    failed = {n: gate(corpus[n], r) for n, r in zip(names, results) if not gate(corpus[n], r).passed}
+    assert not failed, failed
+
+
+def test_recipe_skeleton_comes_back_at_its_own_size(render_pool):
+    code = legit_corpus()["recipe_skeleton_600"]
+    result = render_pool.submit(code, 1).result()
+    assert gate(code, result).passed
+    assert (result.width, result.height) == (600, 600)
+    assert Image.open(io.BytesIO(result.png)).size == (600, 600)  # the conftest pool paints at density 1
+
+
+def test_canvas_resized_or_repeated_or_out_of_range_fails(render_pool):
+    cases = {
+        "resized": sketch('this["resize" + "Canvas"](700, 700);'),
+        "second_canvas": sketch('this["create" + "Canvas"](512, 512, WEBGL);'),
+        "out_of_range": sketch(canvas="createCanvas(50 * 2, 512, WEBGL);"),
+    }
+    for name, code in cases.items():
+        assert static_gate(code) is None, name
+    results = {n: render_pool.submit(c, 1).result() for n, c in cases.items()}
+    for name, result in results.items():
+        verdict = gate(cases[name], result)
+        assert verdict.reason == "canvas", (name, verdict)
+
+
+def test_same_code_and_seed_paint_the_same_picture(render_pool):
+    """Time (Date, performance.now, millis, frame time) and crypto's randomness are the page's
+    own, virtual and seeded: SwiftShader's rasteriser noise is all that may differ."""
+    corpus = legit_corpus()
+    for name in ("clock_date_now", "clock_performance_millis", "crypto_seeded"):
+        first, second = render_pool.render_many([corpus[name]] * 2, [11, 11])
+        a, b = (np.asarray(Image.open(io.BytesIO(r.png)).convert("RGB"), dtype=np.int16) for r in (first, second))
+        differing = int((np.abs(a - b).max(axis=2) > 0).sum())
+        assert differing <= 64, (name, differing)

@@ -1,0 +1,15 @@
+// expect: bare_primitives
+// class 4: a p5 shape under another name
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const e = ellipse;
+  e(100, 100, 80, 80);
+}

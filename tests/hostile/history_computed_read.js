@@ -1,0 +1,15 @@
+// expect: dom
+// class 5: reading history through a computed name
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const n = this["hist" + "ory"].length;
+  brush.circle(100, 100, 10 + n);
+}

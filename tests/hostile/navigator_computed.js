@@ -1,0 +1,15 @@
+// expect: dom
+// class 5: reading navigator through a computed name
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const ua = this["navi" + "gator"].userAgent;
+  brush.circle(100, 100, ua.length % 50);
+}

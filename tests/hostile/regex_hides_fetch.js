@@ -1,0 +1,15 @@
+// expect: network
+// class 4: a regex literal with an escaped slash before a fetch
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const re = /x\//;
+  fetch("http://127.0.0.1:9/" + re.source);
+}
