@@ -9,7 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from lit_watercolour.rewards.hpsv3 import (PIXELS, REWARD_TOKEN, HPSv3Model, HPSv3Scorer, add_reward_token, build_hpsv3,
                                            checkpoint_file, hpsv3_batch, prepare_image, remap_hpsv3_keys, smart_resize)
-from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl
+from lit_watercolour.rewards.tiny_vl import tiny_hpsv3, tiny_qwen2_vl
 
 
 def to_original_layout(sd: dict) -> dict:
@@ -26,11 +26,7 @@ def png(colour, size=(600, 600)) -> bytes:
 
 @pytest.fixture(scope="module")
 def tiny_hpsv3():
-    backbone, processor = tiny_qwen2_vl(seed=1)
-    token = add_reward_token(processor)
-    backbone.resize_token_embeddings(len(processor.tokenizer))
-    torch.manual_seed(2)
-    return HPSv3Model(backbone, token).eval(), processor
+    return tiny_hpsv3(seed=1)
 
 
 def test_pixel_budget_and_prompt(tiny_hpsv3):
