@@ -35,6 +35,7 @@ import asyncio
 import json
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -70,7 +71,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--completion-length", type=int, default=None, help="default 2048 (--tiny: 32)")
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
-    ap.add_argument("--max-minutes", type=float, default=8.5, help="start no step that would end past this")
+    ap.add_argument("--max-minutes", type=float, default=0.0,
+                    help="start no step that would end past this many minutes from launch (0: no limit)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe")
     return ap.parse_args(argv)
 
@@ -125,9 +127,8 @@ def webgl_renderer(render_kwargs: dict) -> str:
 class StandIns(pl.Callback):
     """Puts the replayed text in front of the policy's sampler, and prints each step's figures."""
 
-    def __init__(self, completion_length: int, max_minutes: float) -> None:
-        self.completion_length, self.budget_s = completion_length, max_minutes * 60
-        self.start = time.perf_counter()
+    def __init__(self, completion_length: int, max_minutes: float, start: float) -> None:
+        self.completion_length, self.budget_s, self.start = completion_length, max_minutes * 60, start
         self.steps: list[dict] = []
 
     def on_fit_start(self, trainer, pl_module) -> None:
@@ -140,11 +141,12 @@ class StandIns(pl.Callback):
         row = {"step": trainer.global_step, **{k: round(m[k], 3) for k in sorted(m) if k.startswith(("time/", "memory/"))},
                "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
-               "judge_failures": m.get("reward/judge/failures")}
+               "judge_failures": m.get("reward/judge/failures"),
+               "gate_reasons": dict(Counter(r.gate.reason for r in pl_module.last_rollouts))}
         self.steps.append(row)
         print(json.dumps(row), flush=True)
         elapsed = time.perf_counter() - self.start
-        if elapsed + m.get("time/step_s", 0.0) > self.budget_s:
+        if self.budget_s > 0 and elapsed + m.get("time/step_s", 0.0) > self.budget_s:
             print(f"stopping after step {trainer.global_step}: another step would pass --max-minutes", flush=True)
             trainer.should_stop = True
 
@@ -172,7 +174,7 @@ def main(argv=None) -> dict:
         for cb in cli.trainer.callbacks:
             if isinstance(cb, HPSv3Scorer):
                 cb.model, cb.processor, cb.device = hps_model.to(device), hps_processor, str(device)
-        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes)
+        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0)
         cli.trainer.callbacks.append(stand_ins)
         renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
         policy = cfg["model"]["policy"]
