@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader, IterableDataset
 
-from lit_watercolour.prompts import chat_messages
+from lit_watercolour.prompts import SYSTEM_PROMPT, chat_messages
+from lit_watercolour.prompts import system_prompt as read_system_prompt
 
 
 @dataclass
@@ -25,10 +26,10 @@ class Prompt:
     seed: int  # shared by the group: render seed and reference draw
 
 
-def chat_prompt(tokenizer, subject: str) -> str:
-    """The templated prompt; thinking is switched off where the template has the switch (Qwen3)."""
+def chat_prompt(tokenizer, subject: str, system: str = SYSTEM_PROMPT) -> str:
+    """The templated prompt; thinking is switched off where the template has the switch (Qwen3, Qwen3.5)."""
     kwargs = {"enable_thinking": False} if "enable_thinking" in (tokenizer.chat_template or "") else {}
-    return tokenizer.apply_chat_template(chat_messages(subject), tokenize=False, add_generation_prompt=True, **kwargs)
+    return tokenizer.apply_chat_template(chat_messages(subject, system), tokenize=False, add_generation_prompt=True, **kwargs)
 
 
 def group_seed(seed: int, index: int) -> int:
@@ -38,8 +39,9 @@ def group_seed(seed: int, index: int) -> int:
 class PromptStream(IterableDataset):
     """Endless batches of `prompts_per_step` prompts, starting at batch `start`."""
 
-    def __init__(self, subjects: list[str], tokenizer, prompts_per_step: int, shuffle: bool, seed: int, start: int = 0):
-        self.texts = {s: chat_prompt(tokenizer, s) for s in subjects}
+    def __init__(self, subjects: list[str], tokenizer, prompts_per_step: int, shuffle: bool, seed: int, start: int = 0,
+                 system: str = SYSTEM_PROMPT):
+        self.texts = {s: chat_prompt(tokenizer, s, system) for s in subjects}
         self.subjects, self.prompts_per_step, self.shuffle, self.seed, self.start = subjects, prompts_per_step, shuffle, seed, start
 
     def subject(self, index: int) -> str:
@@ -67,12 +69,14 @@ class PromptDataModule(pl.LightningDataModule):
         val_subjects: list[str] | None = None,  # default: `subjects`
         predict_subjects: list[str] | None = None,  # default: `subjects`
         tokenizer: str | None = None,  # default: the tokenizer of the trainer's module
+        system_prompt: str = "offline",  # a preset of lit_watercolour.prompts ("offline", "recipe") or a text file
     ) -> None:
         super().__init__()
         self.subjects = subjects or ["a peach hibiscus"]
         self.prompts_per_step, self.shuffle, self.seed = prompts_per_step, shuffle, seed
         self.val_subjects, self.predict_subjects = val_subjects or self.subjects, predict_subjects or self.subjects
         self.tokenizer_path = tokenizer
+        self.system = read_system_prompt(system_prompt)  # read now: a bad name or path fails before any model loads
 
     def tokenizer(self):
         if self.tokenizer_path is not None:
@@ -84,12 +88,13 @@ class PromptDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         # global_step is restored before this is called; each batch makes num_iterations steps
         start = self.trainer.global_step // getattr(self.trainer.lightning_module, "num_iterations", 1)
-        stream = PromptStream(self.subjects, self.tokenizer(), self.prompts_per_step, self.shuffle, self.seed, start)
+        stream = PromptStream(self.subjects, self.tokenizer(), self.prompts_per_step, self.shuffle, self.seed, start,
+                              self.system)
         return DataLoader(stream, batch_size=None)
 
     def fixed_prompts(self, subjects: list[str]) -> DataLoader:
         tok = self.tokenizer()
-        prompts = [Prompt(s, chat_prompt(tok, s), group_seed(self.seed, -1 - i)) for i, s in enumerate(subjects)]
+        prompts = [Prompt(s, chat_prompt(tok, s, self.system), group_seed(self.seed, -1 - i)) for i, s in enumerate(subjects)]
         return DataLoader(prompts, batch_size=self.prompts_per_step, collate_fn=list)
 
     def val_dataloader(self) -> DataLoader:

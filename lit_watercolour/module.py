@@ -392,6 +392,9 @@ class GRPOModule(pl.LightningModule):
         g = self.grpo_config
         world, rank = self.trainer.world_size, self.global_rank
         step_start = time.perf_counter()
+        on_cuda = self.device.type == "cuda"
+        if on_cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
         if world > 1:  # each rank draws different rows of the same groups (seeded by the step's prompt)
             torch.manual_seed(group_seed(prompts[0].seed, rank))
         batch, rollouts, metrics = self.rollout(prompts, g.num_generations // world)
@@ -422,6 +425,8 @@ class GRPOModule(pl.LightningModule):
         trained_tokens = float(batch.completion_mask.sum() + batch.prompt_mask.sum()) * g.num_iterations
         metrics.update({"time/update_s": update_s, "time/update_tokens_per_s": trained_tokens / max(update_s, 1e-9),
                         "time/step_s": time.perf_counter() - step_start})
+        if on_cuda:  # the step's high-water mark: sampling, scoring on the same GPU, and the update
+            metrics["memory/peak_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         self.sampler.sync_weights(self.policy_model)
         self.last_rollouts, self.last_scores, self.last_rewards = rollouts, scores, rewards
         if self.rollout_log is not None:

@@ -58,7 +58,7 @@ def model_class(config) -> type:
 def load_base_model(cfg: PolicyConfig, tokenizer) -> PreTrainedModel:
     dtype = DTYPES[cfg.dtype]
     if cfg.tiny is not None:
-        return build_tiny_model(cfg.tiny, tokenizer, **cfg.tiny_config).to(dtype)
+        return build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
     kwargs: dict = dict(dtype=dtype, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if cfg.attn_implementation is not None:
         kwargs["attn_implementation"] = cfg.attn_implementation

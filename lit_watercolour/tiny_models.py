@@ -93,38 +93,45 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
         moe = dict(moe_intermediate_size=hidden_size, num_experts=4, num_experts_per_tok=2)
         return Qwen3MoeConfig(intermediate_size=2 * hidden_size, **moe, **common, **overrides)
     if arch == "qwen3_5_moe":
-        # the real model interleaves three linear-attention (Gated DeltaNet) layers per full one
-        text = dict(
-            common,
-            moe_intermediate_size=hidden_size // 2,
-            shared_expert_intermediate_size=hidden_size // 2,
-            num_experts=4,
-            num_experts_per_tok=2,
-            linear_num_key_heads=heads,
-            linear_num_value_heads=2 * heads,
-            linear_key_head_dim=hidden_size // heads,
-            linear_value_head_dim=hidden_size // heads,
+        # the real model interleaves three linear-attention (Gated DeltaNet) layers per full one;
+        # `overrides` win over these small defaults, so the real shapes can be given too
+        text = {
+            **common,
+            "moe_intermediate_size": hidden_size // 2,
+            "shared_expert_intermediate_size": hidden_size // 2,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "linear_num_key_heads": heads,
+            "linear_num_value_heads": 2 * heads,
+            "linear_key_head_dim": hidden_size // heads,
+            "linear_value_head_dim": hidden_size // heads,
             # the last layer is full attention so that even a 2-layer model has a KV cache
-            layer_types=[
+            "layer_types": [
                 "full_attention" if (i + 1) % 4 == 0 or i == num_layers - 1 else "linear_attention"
                 for i in range(num_layers)
             ],
             **overrides,
-        )
-        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=hidden_size)
-        return Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=False)
+        }
+        # a one-block vision tower: the policy is trained text-only and LoRA skips the tower
+        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=text["hidden_size"])
+        return Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=text["tie_word_embeddings"])
     raise ValueError(f"unknown tiny architecture {arch!r}; expected qwen3, qwen3_moe or qwen3_5_moe")
 
 
-def build_tiny_model(arch: str, tokenizer: PreTrainedTokenizerFast, seed: int = 0, **config) -> PreTrainedModel:
-    """A random-init model of `arch` sized by `config` whose vocabulary matches `tokenizer`."""
-    cfg = tiny_config(arch, vocab_size=len(tokenizer), **config)
+def build_tiny_model(arch: str, tokenizer: PreTrainedTokenizerFast, seed: int = 0, dtype: torch.dtype = torch.float32,
+                     **config) -> PreTrainedModel:
+    """A random-init model of `arch` sized by `config`, in `dtype` on the current default device.
+
+    The vocabulary is the tokenizer's unless `config` gives `vocab_size` (a real model's shapes:
+    ids past the tokenizer's decode to nothing)."""
+    config.setdefault("vocab_size", len(tokenizer))
+    cfg = tiny_config(arch, **config)
     for c in (cfg, getattr(cfg, "text_config", None)):
         if c is not None:
             c.eos_token_id, c.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     torch.manual_seed(seed)
     auto = AutoModelForImageTextToText if hasattr(cfg, "vision_config") else AutoModelForCausalLM
-    model = auto.from_config(cfg, dtype=torch.float32)
+    model = auto.from_config(cfg, dtype=dtype)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model

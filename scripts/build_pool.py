@@ -10,6 +10,11 @@ Sketches the gate rejects (lit_watercolour.gate) are left out, so the pool never
 the policy would be punished for producing.
 
     python scripts/build_pool.py --out renderer/pool --per-tier 8
+
+`--rerender` renders another pool's sketches here instead, keeping its layout and tiers: the recipe's
+Hub pool (`images/<tier>_<name>.png` from `sources/<tier>_<name>.js`, 600-px canvases), or a local copy:
+
+    python scripts/build_pool.py --rerender HuggingEnvs/watercolour-reference-pool --out pools/recipe
 """
 
 from __future__ import annotations
@@ -119,43 +124,76 @@ def sketch(tier: str, index: int) -> str:
     )
 
 
-def main() -> None:
+def rerender_jobs(source: str, revision: str | None = None) -> list[tuple[str, str, str]]:
+    """(tier, image path, sketch) for every image of a pool with a sketch beside it: a folder or a
+    Hub dataset in the recipe's layout (`images/<tier>_<name>.png` rendered from `sources/<tier>_<name>.js`)."""
+    from lit_watercolour.rewards.pool import ReferencePool, pool_folder
+
+    root = pool_folder(source, revision, sources=True)
+    jobs = []
+    for ref in ReferencePool.from_folder(root).references:
+        sketch_path = root / "sources" / f"{Path(ref.name).stem}.js"
+        if sketch_path.is_file():
+            jobs.append((ref.tier, ref.name, sketch_path.read_text()))
+        else:
+            print(f"skip {ref.name}: no {sketch_path.relative_to(root)}")
+    if not jobs:
+        raise SystemExit(f"{source}: no image has its sketch in sources/")
+    return jobs
+
+
+def write_pool(out: Path, jobs: list[tuple[str, str, str]], results, seed: int) -> list[dict]:
+    """The renders that pass the gate, each at its image path under `out`, its sketch in out/sources/."""
+    from lit_watercolour.gate import gate
+
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "sources").mkdir(parents=True)
+    rows = []
+    for (tier, image, code), res in zip(jobs, results):
+        name = Path(image).stem
+        verdict = gate(code, res)
+        if not verdict.passed:
+            print(f"skip {name}: {verdict.reason} {verdict.detail}")
+            continue
+        (out / image).parent.mkdir(parents=True, exist_ok=True)
+        (out / image).write_bytes(res.png)
+        (out / "sources" / f"{name}.js").write_text(code)
+        rows.append({"file_name": image, "tier": tier, "source": f"sources/{name}.js",
+                     "painted_fraction": round(res.painted_fraction, 4), "seed": seed})
+        print(f"{name}: painted {res.painted_fraction:.3f}, {res.elapsed_s:.1f}s")
+    (out / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{len(rows)} renders in {out}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("renderer/pool"))
     ap.add_argument("--per-tier", type=int, default=8, help="generated variants per tier")
     ap.add_argument("--extra", default="", help="glob of more sketches, e.g. 'renderer/sketches/*.js'")
     ap.add_argument("--extra-tier", default="okay")
+    ap.add_argument("--rerender", default=None, help="re-render this pool's sources/*.js instead (a folder or a Hub "
+                    "dataset id in the recipe's layout, e.g. HuggingEnvs/watercolour-reference-pool)")
+    ap.add_argument("--revision", default=None, help="Hub revision for --rerender")
+    ap.add_argument("--canvas", type=int, default=None, help="canvas side the sketches create (default: 512; --rerender: 600)")
     ap.add_argument("--workers", type=int, default=2, help="Chromium pages rendering in parallel")
     ap.add_argument("--seed", type=int, default=0, help="render seed (the harness's Math.random)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
-    from lit_watercolour.gate import gate
+    from lit_watercolour.prompts import CANVAS_SIZE, RECIPE_CANVAS_SIZE
     from lit_watercolour.render import ThreadedRenderPool
 
-    jobs = [(tier, f"{tier}_{i:02d}", sketch(tier, i)) for tier in TEMPLATES for i in range(args.per_tier)]
-    for path in sorted(glob.glob(args.extra)) if args.extra else []:
-        jobs.append((args.extra_tier, f"{args.extra_tier}_{Path(path).stem}", Path(path).read_text()))
-
-    with ThreadedRenderPool(size=args.workers) as pool:
+    if args.rerender:
+        jobs = rerender_jobs(args.rerender, args.revision)
+    else:
+        jobs = [(tier, f"{tier}/{tier}_{i:02d}.png", sketch(tier, i)) for tier in TEMPLATES for i in range(args.per_tier)]
+        for path in sorted(glob.glob(args.extra)) if args.extra else []:
+            jobs.append((args.extra_tier, f"{args.extra_tier}/{args.extra_tier}_{Path(path).stem}.png", Path(path).read_text()))
+    canvas = args.canvas or (RECIPE_CANVAS_SIZE if args.rerender else CANVAS_SIZE)
+    with ThreadedRenderPool(size=args.workers, canvas=canvas) as pool:
         results = pool.render_many([code for *_, code in jobs], [args.seed] * len(jobs))
-
-    if args.out.exists():
-        shutil.rmtree(args.out)
-    (args.out / "sources").mkdir(parents=True)
-    rows = []
-    for (tier, name, code), res in zip(jobs, results):
-        verdict = gate(code, res)
-        if not verdict.passed:
-            print(f"skip {name}: {verdict.reason} {verdict.detail}")
-            continue
-        (args.out / tier).mkdir(exist_ok=True)
-        (args.out / tier / f"{name}.png").write_bytes(res.png)
-        (args.out / "sources" / f"{name}.js").write_text(code)
-        rows.append({"file_name": f"{tier}/{name}.png", "tier": tier, "source": f"sources/{name}.js",
-                     "painted_fraction": round(res.painted_fraction, 4), "seed": args.seed})
-        print(f"{name}: painted {res.painted_fraction:.3f}, {res.elapsed_s:.1f}s")
-    (args.out / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(f"{len(rows)} renders in {args.out}")
+    write_pool(args.out, jobs, results, args.seed)
 
 
 if __name__ == "__main__":

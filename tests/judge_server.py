@@ -1,42 +1,16 @@
-"""A small OpenAI-compatible chat-completions server on 127.0.0.1 for the judge tests.
-
-It runs stdlib http.server in a thread. A *policy* decides each reply from the request body and
-the call's index; every request body is kept in `received` so tests can check what the judge
-was actually sent (image order, prompt, headers).
-"""
+"""Reply policies for the loopback judge server (lit_watercolour.rewards.judge_server) in the judge tests."""
 
 from __future__ import annotations
 
-import base64
 import io
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler
-from typing import Callable
 
 import numpy as np
 from PIL import Image
 
-from loopback import LoopbackServer
+from lit_watercolour.rewards.judge_server import JudgeServer, Policy, completion, request_images, serving
 
-
-# policy(body, index) -> (status, headers, reply text or raw bytes)
-Policy = Callable[[dict, int], tuple[int, dict, "str | bytes"]]
-
-
-def completion(text: str) -> bytes:
-    return json.dumps({"id": "x", "object": "chat.completion", "model": "judge",
-                       "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}).encode()
-
-
-def request_images(body: dict) -> list[bytes]:
-    """The PNGs of a chat-completions request, in the order they were sent."""
-    out = []
-    for part in body["messages"][0]["content"]:
-        if part["type"] == "image_url":
-            out.append(base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))
-    return out
+__all__ = ["JudgeServer", "always", "completion", "failing_first", "prefers_less_ink", "request_images", "serving", "slow"]
 
 
 def always(letter: str) -> Policy:
@@ -65,46 +39,3 @@ def slow(delay_s: float, then: Policy) -> Policy:
         time.sleep(delay_s)  # a server slower than the client's timeout
         return then(body, i)
     return policy
-
-
-def serving(backend) -> Policy:
-    """Serves an in-process judge backend (e.g. TransformersJudge) over HTTP."""
-    lock = threading.Lock()
-    def policy(body, i):
-        prompt = body["messages"][0]["content"][0]["text"]
-        with lock:
-            (verdict,), _ = backend.compare([tuple(request_images(body))], prompt)
-        return 200, {}, completion(f"{verdict}: more translucent.")
-    return policy
-
-
-class JudgeServer(LoopbackServer):
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.received: list[dict] = []
-        self.headers: list[dict] = []
-        self.times: list[float] = []
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                with server._lock:
-                    index = len(server.received)
-                    server.received.append(body)
-                    server.headers.append(dict(self.headers))
-                    server.times.append(time.monotonic())
-                status, headers, reply = server.policy(body, index)
-                data = reply if isinstance(reply, bytes) else reply.encode()
-                try:
-                    self.send_response(status)
-                    for k, v in {"content-type": "application/json", **headers}.items():
-                        self.send_header(k, v)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
-
-        super().__init__(Handler)

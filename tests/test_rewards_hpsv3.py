@@ -9,6 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from lit_watercolour.rewards.hpsv3 import (PIXELS, REWARD_TOKEN, HPSv3Model, HPSv3Scorer, add_reward_token, build_hpsv3,
                                            checkpoint_file, hpsv3_batch, prepare_image, remap_hpsv3_keys, smart_resize)
+from lit_watercolour.rewards.tiny_vl import tiny_hpsv3 as build_tiny_hpsv3
 from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl
 
 
@@ -26,11 +27,7 @@ def png(colour, size=(600, 600)) -> bytes:
 
 @pytest.fixture(scope="module")
 def tiny_hpsv3():
-    backbone, processor = tiny_qwen2_vl(seed=1)
-    token = add_reward_token(processor)
-    backbone.resize_token_embeddings(len(processor.tokenizer))
-    torch.manual_seed(2)
-    return HPSv3Model(backbone, token).eval(), processor
+    return build_tiny_hpsv3(seed=1)
 
 
 def test_pixel_budget_and_prompt(tiny_hpsv3):
@@ -83,3 +80,15 @@ def test_scores_are_sigmoid_of_mu_and_batch_invariant(tiny_hpsv3):
     torch.testing.assert_close(s, torch.sigmoid(mu / 4))
     assert scorer.weight == 0.30 and scorer.prompt == "a loose watercolour flower"
     assert not math.isnan(scorer.last_metrics["mu_mean"])
+
+
+def test_a_600_and_a_256_render_meet_the_pixel_budget(tiny_hpsv3):
+    model, processor = tiny_hpsv3
+    big, small = png((200, 80, 90), (600, 600)), png((200, 80, 90), (256, 256))
+    assert prepare_image(big).size == (420, 420) and prepare_image(small).size == (448, 448)  # HPSv3's own rounding
+    batch = hpsv3_batch(processor, [prepare_image(big), prepare_image(small)], ["a loose watercolour flower"] * 2)
+    assert batch["image_grid_thw"].tolist() == [[1, 30, 30], [1, 32, 32]]
+    scorer = HPSv3Scorer.from_model(model, processor, batch_size=2)
+    together = scorer.mu_sigma([big, small])  # one padded batch of two sizes
+    alone = torch.cat([scorer.mu_sigma([big]), scorer.mu_sigma([small])])
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)

@@ -9,7 +9,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from judge_server import JudgeServer, always, completion, failing_first, prefers_less_ink, request_images, serving, slow
-from lit_watercolour.rewards.judge import PairwiseJudge, parse_winner, reference_score
+from lit_watercolour.rewards.judge import PairwiseJudge, fit_image, parse_winner, reference_score
 from lit_watercolour.rewards.judge_http import OpenAIJudge, retry_after_s
 from lit_watercolour.rewards.judge_vlm import TransformersJudge
 from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl, tiny_qwen3_vl
@@ -67,9 +67,11 @@ def test_both_orders_swap_the_images(pool_dir):
     with JudgeServer(prefers_less_ink()) as server:
         judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
         scores = judge.score(rollouts([cand]))
-        refs = [r.png for r in judge.pool.draw(4, seed=0, mix=judge.mix)]
+        refs = [fit_image(r.png, 600) for r in judge.pool.draw(4, seed=0, mix=judge.mix)]
         sent = sorted(tuple(request_images(body)) for body in server.received)
+    cand = fit_image(cand, 600)  # both images of a pair at the judge's size
     assert sent == sorted([(cand, r) for r in refs] + [(r, cand) for r in refs])
+    assert {Image.open(io.BytesIO(png)).size for pair in sent for png in pair} == {(600, 600)}
     assert scores.tolist() == [1.0]  # least ink wins every comparison in both orders
     assert judge.last_metrics["win_rate"] == 1.0 and judge.last_metrics["first_position_rate"] == 0.5
     body = server.received[0]
@@ -83,6 +85,30 @@ def test_content_judge_ranks_and_group_shares_references(pool_dir):
         s = judge.score(rollouts([blot(1), blot(40)], seed=3))
     assert s.tolist() == [1.0, 0.0]
     assert len(server.received) == 16  # 2 rollouts x 4 references x 2 orders
+
+
+def scaled(png: bytes, side: int) -> bytes:
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(png)).resize((side, side), Image.LANCZOS).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_judge_sees_every_render_size_at_one_size(pool_dir):
+    """A 600x600 and a 256x256 render (and 96-px references) all reach the judge at image_size."""
+    big, small = scaled(blot(1), 600), scaled(blot(1), 256)
+    with JudgeServer(prefers_less_ink()) as server:
+        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
+        s = judge.score(rollouts([big, small, scaled(blot(40), 256)]))
+        sizes = {Image.open(io.BytesIO(png)).size for body in server.received for png in request_images(body)}
+    assert sizes == {(600, 600)}
+    assert s.tolist() == [1.0, 1.0, 0.0]  # the same painting scores the same at either size
+    with JudgeServer(prefers_less_ink()) as server:
+        PairwiseJudge(http(server.base_url), pool=pool_dir, references=1, image_size=0).score(rollouts([small]))
+        sizes = sorted(Image.open(io.BytesIO(png)).size for png in request_images(server.received[0]))
+    assert sizes == [(96, 96), (256, 256)]  # image_size 0: as rendered
+    buf = io.BytesIO()
+    Image.new("RGB", (200, 100), "white").save(buf, format="PNG")
+    assert Image.open(io.BytesIO(fit_image(buf.getvalue(), 600))).size == (600, 300)  # aspect kept, longer side fitted
 
 
 def test_position_biased_judge_scores_half(pool_dir):

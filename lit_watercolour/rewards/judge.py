@@ -7,6 +7,10 @@ pair is asked twice, once in each order, which turns a judge's position bias int
     per reference:  1 if the candidate wins both orders, 0.5 if the orders split, 0 if it loses both
     score        :  mean over resolved references
 
+Both images of a pair are sent at the same size (`image_size`, the longer side; the recipe's
+renders and references were 600 px), so a candidate rendered at another canvas size or pixel
+density never meets its reference at a different scale.
+
 A comparison whose call failed after its retries, or whose reply names neither image, is a
 failed comparison (never a loss). A reference is resolved only when both of its orders are,
 since one order alone carries the position bias the swap is there to cancel. With nothing
@@ -15,6 +19,7 @@ resolved the score is NaN, so the rollout is excluded rather than scored as a ba
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+from PIL import Image
 
 from lit_watercolour.rewards.base import RewardTerm, summary_metrics
 from lit_watercolour.rewards.pool import DEFAULT_MIX, SHIPPED_POOL, ReferencePool
@@ -78,6 +84,19 @@ def parse_winner(reply: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def fit_image(png: bytes, side: int) -> bytes:
+    """The PNG scaled (up or down, aspect kept) so that its longer side is `side` px; as it is when it
+    already is, or when `side` is 0."""
+    img = Image.open(io.BytesIO(png))
+    if side <= 0 or max(img.size) == side:
+        return png
+    scale = side / max(img.size)
+    img = img.convert("RGB").resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.LANCZOS)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def reference_score(first: str | None, second: str | None) -> float | None:
     """Score of one reference: `first` is the verdict with the candidate as A, `second` as B."""
     if first is None or second is None:
@@ -90,8 +109,10 @@ class PairwiseJudge(RewardTerm):
 
     def __init__(self, backend: JudgeBackend, weight: float = 0.60, pool: str = str(SHIPPED_POOL),
                  pool_revision: str | None = None, references: int = 4, mix: dict[str, float] | None = None,
-                 criteria: str = CRITERIA) -> None:
+                 criteria: str = CRITERIA, image_size: int = 600) -> None:
         super().__init__(weight)
+        self.image_size = image_size  # longer side of both images of a pair, px; 0: as rendered
+        self._reference_png: dict[str, bytes] = {}  # reference name -> PNG at image_size
         self.backend = backend
         self.pool = ReferencePool.load(pool, revision=pool_revision)
         self.references = references
@@ -104,8 +125,12 @@ class PairwiseJudge(RewardTerm):
         for i, r in enumerate(rollouts):
             if r.render is None or r.render.png is None:
                 raise ValueError("PairwiseJudge scores rendered, gate-passed rollouts only")
+            candidate = fit_image(r.render.png, self.image_size)
             for ref in self.pool.draw(self.references, seed=r.seed, mix=self.mix):
-                pairs += [(r.render.png, ref.png), (ref.png, r.render.png)]
+                if ref.name not in self._reference_png:
+                    self._reference_png[ref.name] = fit_image(ref.png, self.image_size)
+                reference = self._reference_png[ref.name]
+                pairs += [(candidate, reference), (reference, candidate)]
                 owner.append(i)
         verdicts, calls = self.backend.compare(pairs, self.prompt) if pairs else ([], [])
         per_rollout: list[list[float]] = [[] for _ in rollouts]

@@ -1,13 +1,17 @@
 """The reference pool: watercolour renders with quality tiers, drawn deterministically per seed.
 
 A pool is a folder of PNG/JPEG/WebP images with tiers given by, in order of precedence:
-  1. `metadata.jsonl`, one JSON object per line with `file_name` and `tier` (a row without a
-     tier falls back to 2 and 3 for its file);
-  2. subfolders named after tiers (`love/`, `okay/`, `meh/`);
-  3. a filename prefix (`love_003.png`, `okay-12.png`);
-otherwise every image is in tier "all". A Hub dataset (the recipe's is
-`HuggingEnvs/watercolour-reference-pool`, tiers love/okay) is snapshot-downloaded and read
-by the same folder loader.
+  1. `metadata.jsonl`, one JSON object per line naming its image (`file_name`, `file` or `image`,
+     relative to the pool root or to its `images/` folder) and its `tier` (a row without a tier
+     falls back to 2 and 3 for its file); a metadata file that names no image is ignored;
+  2. a folder named after a known tier (`love/`, `okay/`, `meh/`);
+  3. a known tier as the filename prefix (`love_003.png`, `okay-12.png`);
+  4. any other folder name (`mine/x.png` is in tier "mine");
+otherwise the image is in tier "all". The recipe's Hub dataset (`HuggingEnvs/watercolour-reference-pool`,
+tiers love/okay) has the tier in the file name, `images/love_<name>.png` (600-px renders),
+`sources/love_<name>.js` (the sketch of each) and `metadata.jsonl`; it is snapshot-downloaded and
+read by the same folder loader. `pool_folder` resolves a folder or a Hub id to a local folder, with
+the sources when asked (`scripts/build_pool.py --rerender`).
 """
 
 from __future__ import annotations
@@ -43,11 +47,56 @@ def _as_png(path: Path) -> bytes:
 
 
 def _tier_of(rel: Path) -> str:
-    """The tier a path implies: its top folder, else a known filename prefix, else "all"."""
-    if len(rel.parts) > 1:
-        return rel.parts[0]
+    """The tier a path implies: a known tier as its top folder or its filename prefix, else its top folder, else "all"."""
+    top = rel.parts[0] if len(rel.parts) > 1 else None
+    if top in KNOWN_TIERS:
+        return top
     head = rel.stem.replace("-", "_").split("_", 1)[0].lower()
-    return head if head in KNOWN_TIERS else "all"
+    if head in KNOWN_TIERS:
+        return head
+    return top or "all"
+
+
+IMAGE_KEYS = ("file_name", "file", "image")  # what a metadata row calls its image
+
+
+def _metadata_rows(root: Path) -> list[dict] | None:
+    """The rows of root/metadata.jsonl that name an image, or None when there are none."""
+    meta = root / "metadata.jsonl"
+    if not meta.exists():
+        return None
+    rows = []
+    for number, line in enumerate(meta.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{meta}:{number} is not JSON: {e}") from None
+        key = next((k for k in IMAGE_KEYS if isinstance(row, dict) and isinstance(row.get(k), str)), None)
+        if key is not None:
+            rows.append({**row, "file_name": row[key]})
+    return rows or None
+
+
+def _image_path(root: Path, name: str) -> Path:
+    for candidate in (root / name, root / "images" / name):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{root / 'metadata.jsonl'} names {name!r}, which is neither in {root} nor in {root / 'images'}")
+
+
+def pool_folder(source: str | Path, revision: str | None = None, cache_dir: str | None = None,
+                sources: bool = False) -> Path:
+    """`source` itself if it is a local folder, else the snapshot of that Hub dataset (images and
+    metadata; with `sources`, the sketches too)."""
+    if Path(source).exists():
+        return Path(source)
+    from huggingface_hub import snapshot_download
+
+    patterns = [f"*{s}" for s in IMAGE_SUFFIXES] + ["*.jsonl"] + (["*.js"] if sources else [])
+    return Path(snapshot_download(str(source), repo_type="dataset", revision=revision, cache_dir=cache_dir,
+                                  allow_patterns=patterns))
 
 
 class ReferencePool:
@@ -72,14 +121,12 @@ class ReferencePool:
         root = Path(root)
         if not root.is_dir():
             raise FileNotFoundError(f"reference pool folder {root} does not exist")
-        meta = root / "metadata.jsonl"
         refs: list[Reference] = []
-        if meta.exists():
-            for line in meta.read_text().splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    tier = row.get("tier") or _tier_of(Path(row["file_name"]))
-                    refs.append(Reference(row["file_name"], str(tier), _as_png(root / row["file_name"])))
+        if (rows := _metadata_rows(root)) is not None:
+            for row in rows:
+                path = _image_path(root, row["file_name"])
+                rel = path.relative_to(root)
+                refs.append(Reference(rel.as_posix(), str(row.get("tier") or _tier_of(rel)), _as_png(path)))
             return cls(refs)
         for path in sorted(root.rglob("*")):
             if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
@@ -90,18 +137,12 @@ class ReferencePool:
 
     @classmethod
     def from_hub(cls, repo_id: str, revision: str | None = None, cache_dir: str | None = None) -> "ReferencePool":
-        from huggingface_hub import snapshot_download
-
-        path = snapshot_download(repo_id, repo_type="dataset", revision=revision, cache_dir=cache_dir,
-                                 allow_patterns=["*.png", "*.jpg", "*.jpeg", "*.webp", "*.jsonl"])
-        return cls.from_folder(path)
+        return cls.from_folder(pool_folder(repo_id, revision, cache_dir))
 
     @classmethod
     def load(cls, source: str | Path = SHIPPED_POOL, revision: str | None = None) -> "ReferencePool":
         """A local folder if `source` exists on disk, else a Hub dataset id."""
-        if Path(source).exists():
-            return cls.from_folder(source)
-        return cls.from_hub(str(source), revision=revision)
+        return cls.from_folder(pool_folder(source, revision))
 
     def draw(self, k: int, seed: int, mix: dict[str, float] | None = None) -> list[Reference]:
         """k distinct references, the same for the same seed (one seed per GRPO group).

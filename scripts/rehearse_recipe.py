@@ -1,0 +1,202 @@
+"""Rehearse the recipe (configs/hibiscus_qwen35_a3b.yaml) end to end on random-init stand-ins, and time each step.
+
+Everything the recipe config says runs as it says (8 generations of 'a peach hibiscus' per step,
+LoRA r16 on all linear layers, bf16, gradient checkpointing, the recipe system prompt, the gate /
+length / judge / HPSv3 mix at 0.05 / 0.05 / 0.60 / 0.30, 4 references per rollout asked in both
+orders, lr 5e-5 after warm-up, scale_rewards none), except what cannot exist offline, replaced so:
+  - policy: a random-init Qwen3.5-MoE (`Qwen3_5MoeForConditionalGeneration`, Gated DeltaNet +
+    full attention, routed + shared experts) built from a config: small (`--policy-shapes small`)
+    or the real Qwen3.5-35B-A3B shapes (`--policy-shapes recipe`, ~35B parameters);
+  - its text: a random-init policy writes no sketches, so **the policy samples its full length
+    (`min_new_tokens` = the completion length; those tokens and their log-probs are what the update
+    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.replay`, the
+    600x600 skeleton, three qualities) stands in for its text**: that is what is rendered and scored;
+  - judge: a small random-init Qwen3-VL-MoE (the Qwen3-VL-30B-A3B architecture) served by an
+    OpenAI-compatible HTTP server on 127.0.0.1 that this script starts; the recipe's `OpenAIJudge`
+    backend calls it over real HTTP;
+  - HPSv3: its reward head on a small random-init Qwen2-VL, in this process, on the policy's device;
+  - the reference pool: a local folder (default: the shipped pool) for the Hub dataset;
+  - logger: CSV under --out; checkpoints under --out.
+Rendering is the project's Chromium pool; on the GPU node set LIT_WATERCOLOUR_CHROMIUM to a browser
+whose WebGL lands on the GPU (`tools/gpu-chromium/chrome-gpu.sh`): the renderer string is printed.
+
+Per step it prints one JSON line (as the step ends): sampling, render wait, each reward term's
+scoring time, update, total, peak GPU memory, reward and gate pass rate; then a summary line.
+
+    python scripts/rehearse_recipe.py                                  # H200, small stand-ins, 3 steps
+    python scripts/rehearse_recipe.py --policy-shapes recipe --steps 2 # H200, the policy at 35B-A3B shapes
+    python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+import yaml
+
+from lit_watercolour.replay import ReplaySampler
+from lit_watercolour.rewards.judge_server import JudgeServer, serving
+
+ROOT = Path(__file__).resolve().parent.parent
+# Qwen3.5-35B-A3B's text model (its public config.json; transformers' Qwen3_5MoeTextConfig defaults
+# are the same checkpoint): 40 layers, 3 Gated DeltaNet per full-attention layer, 256 routed experts
+# (8 per token) + 1 shared. The routed experts are fused 3-D parameters, not Linear modules, so
+# LoRA "all-linear" leaves them frozen, as in the recipe.
+RECIPE_SHAPES = dict(
+    vocab_size=248320, hidden_size=2048, num_layers=40, num_attention_heads=16, num_key_value_heads=2, head_dim=256,
+    linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128, linear_value_head_dim=128,
+    moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts=256, num_experts_per_tok=8,
+    max_position_embeddings=32768,
+    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)],
+)
+SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4)
+TINY_SHAPES = dict(hidden_size=64, num_layers=2)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "hibiscus_qwen35_a3b.yaml")
+    ap.add_argument("--steps", type=int, default=3, help="optimizer steps")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="CPU smoke sizes: tiny policy, 32-token completions, fp32")
+    ap.add_argument("--policy-shapes", choices=["small", "recipe"], default="small")
+    ap.add_argument("--completion-length", type=int, default=None, help="default 2048 (--tiny: 32)")
+    ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
+    ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
+    ap.add_argument("--max-minutes", type=float, default=0.0,
+                    help="start no step that would end past this many minutes from launch (0: no limit)")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe")
+    return ap.parse_args(argv)
+
+
+def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dict:
+    """The recipe config with the stand-ins of the module docstring put in."""
+    model, trainer = cfg["model"], cfg["trainer"]
+    shapes = TINY_SHAPES if args.tiny else RECIPE_SHAPES if args.policy_shapes == "recipe" else SMALL_SHAPES
+    model["policy"] = {**model["policy"], "tiny": "qwen3_5_moe", "tiny_config": shapes,
+                       "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
+    model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
+    model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
+    trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
+                   default_root_dir=str(args.out),
+                   logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
+    for cb in trainer["callbacks"]:
+        init = cb.setdefault("init_args", {})
+        name = cb["class_path"].rsplit(".", 1)[-1]
+        if name == "PairwiseJudge":
+            init["pool"] = args.pool
+            init["backend"]["init_args"] = {**init["backend"]["init_args"], "base_url": judge_url, "api_key_env": ""}
+        elif name == "HPSv3Scorer":
+            init["lazy"] = True  # the stand-in is put in before fit
+        elif name == "AdapterCheckpoint":
+            init["dirpath"] = str(args.out / "checkpoints")
+    return cfg
+
+
+def webgl_renderer(render_kwargs: dict) -> str:
+    """The WebGL renderer string a page of the pool's browser gets (SwiftShader or the GPU)."""
+    from playwright.async_api import async_playwright
+
+    from lit_watercolour.render import LAUNCH_ARGS, chromium_executable
+
+    async def probe() -> str:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=chromium_executable(render_kwargs.get("executable_path")),
+                                              args=list(render_kwargs.get("launch_args", LAUNCH_ARGS)))
+            page = await browser.new_page()
+            text = await page.evaluate("""() => {
+                const gl = document.createElement('canvas').getContext('webgl');
+                if (!gl) return 'no WebGL';
+                const ext = gl.getExtension('WEBGL_debug_renderer_info');
+                return ext ? gl.getParameter(ext.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER);
+            }""")
+            await browser.close()
+            return text
+
+    return asyncio.run(probe())
+
+
+class StandIns(pl.Callback):
+    """Puts the replayed text in front of the policy's sampler, and prints each step's figures."""
+
+    def __init__(self, completion_length: int, max_minutes: float, start: float) -> None:
+        self.completion_length, self.budget_s, self.start = completion_length, max_minutes * 60, start
+        self.steps: list[dict] = []
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        # a random-init policy would stop at a random end-of-turn token: sample the full length
+        pl_module.policy_model.get_base_model().generation_config.min_new_tokens = self.completion_length
+        pl_module.sampler = ReplaySampler(pl_module.sampler)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        m = {k: float(v) for k, v in trainer.logged_metrics.items()}
+        row = {"step": trainer.global_step, **{k: round(m[k], 3) for k in sorted(m) if k.startswith(("time/", "memory/"))},
+               "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
+               "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
+               "judge_failures": m.get("reward/judge/failures"),
+               "gate_reasons": dict(Counter(r.gate.reason for r in pl_module.last_rollouts))}
+        self.steps.append(row)
+        print(json.dumps(row), flush=True)
+        elapsed = time.perf_counter() - self.start
+        if self.budget_s > 0 and elapsed + m.get("time/step_s", 0.0) > self.budget_s:
+            print(f"stopping after step {trainer.global_step}: another step would pass --max-minutes", flush=True)
+            trainer.should_stop = True
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
+    from lit_watercolour.__main__ import WatercolourCLI
+    from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
+    from lit_watercolour.rewards.judge_vlm import TransformersJudge
+    from lit_watercolour.rewards.tiny_vl import tiny_hpsv3, tiny_qwen3_vl
+
+    t0 = time.perf_counter()
+    device = torch.device(args.device)
+    judge_model, judge_processor = tiny_qwen3_vl(moe=True, seed=0)
+    judge = TransformersJudge.from_model(judge_model.to(device), judge_processor)
+    with JudgeServer(serving(judge)) as server:
+        cfg = recipe_overrides(yaml.safe_load(args.config.read_text()), args, server.base_url)
+        args.out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=args.out, delete=False) as f:
+            yaml.safe_dump(cfg, f)
+        cli = WatercolourCLI(args=["--config", f.name], run=False)
+        hps_model, hps_processor = tiny_hpsv3(seed=0)
+        for cb in cli.trainer.callbacks:
+            if isinstance(cb, HPSv3Scorer):
+                cb.model, cb.processor, cb.device = hps_model.to(device), hps_processor, str(device)
+        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0)
+        cli.trainer.callbacks.append(stand_ins)
+        renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
+        policy = cfg["model"]["policy"]
+        print(json.dumps({"webgl_renderer": renderer, "policy": policy["tiny_config"], "judge_url": server.base_url,
+                          "generations": cfg["model"]["grpo_config"]["num_generations"],
+                          "completion_length": cfg["model"]["sampling"]["max_completion_length"],
+                          "render_pages": cfg["model"]["render_pool_size"], "device": args.device}), flush=True)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        params = sum(p.numel() for p in cli.model.policy_model.parameters())
+        trainable = sum(p.numel() for p in cli.model.policy_model.parameters() if p.requires_grad)
+    steps = stand_ins.steps
+    keys = sorted({k for s in steps for k in s if k.startswith(("time/", "memory/"))})
+    later = steps[1:] or steps  # the first step pays for warm-up (kernels, allocator)
+    summary = {
+        "steps": len(steps), "policy_parameters": params, "trainable_parameters": trainable,
+        "judge_http_requests": len(server.received), "webgl_renderer": renderer,
+        "mean_after_first": {k: round(sum(s.get(k, 0.0) for s in later) / len(later), 3) for k in keys},
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    print(json.dumps({"summary": summary}), flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    main()
