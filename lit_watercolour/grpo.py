@@ -11,6 +11,7 @@ completion tokens (right-padded), V vocabulary.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Literal
 
 import torch
@@ -184,7 +185,27 @@ def _tile_kernels(compile: bool):
     """The two tile functions, fused by torch.compile into a couple of passes over each tile when asked."""
     if not compile:
         return _tile_stats, _tile_logits_grad
-    return torch.compile(_tile_stats, dynamic=True), torch.compile(_tile_logits_grad, dynamic=True)
+    return _compiled_or_eager(_tile_stats), _compiled_or_eager(_tile_logits_grad)
+
+
+def _compiled_or_eager(fn):
+    """fn compiled; where compiling fails (no working toolchain), fn itself, with a warning: same numbers, slower."""
+    compiled = torch.compile(fn, dynamic=True)
+
+    def run(*args):
+        nonlocal compiled
+        try:
+            return compiled(*args)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:
+            if compiled is fn:
+                raise
+            warnings.warn(f"torch.compile of {fn.__name__} failed ({type(e).__name__}: {str(e)[:300]}); running it eagerly")
+            compiled = fn
+            return fn(*args)
+
+    return run
 
 
 def _token_chunks(n: int, chunk_size: int):

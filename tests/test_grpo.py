@@ -16,6 +16,7 @@ word-level tokenizer of 8 tokens (so end-of-turn is often sampled within 4 token
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import defaultdict
 
@@ -460,6 +461,28 @@ def test_linear_logps_compiled_tiles_match_eager():
         results.append((logps, entropy, x.grad))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_linear_logps_fall_back_to_eager_tiles_where_compiling_fails(monkeypatch):
+    """A machine whose compiler toolchain fails still trains, with the same numbers and a warning."""
+    from lit_watercolour import grpo
+
+    def broken_compile(fn, **kwargs):
+        def run(*args):
+            raise RuntimeError("no C compiler")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    monkeypatch.setattr(grpo, "_tile_kernels", functools.cache(grpo._tile_kernels.__wrapped__))  # a fresh cache
+    h, weight, _, ids = head_case(6)
+    h.requires_grad_()
+    with pytest.warns(UserWarning, match="no C compiler"):
+        logps, entropy = linear_logps_and_entropy(h, weight, ids, TEMPERATURE, chunk_size=4, compile=True)
+        logps.sum().backward()  # the backward tile's own fallback
+    ref_logps, ref_entropy = naive(h.detach() @ weight.T, ids, TEMPERATURE)
+    torch.testing.assert_close(logps, ref_logps, atol=1e-12, rtol=0)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-12, rtol=0)
+    assert h.grad.abs().sum() > 0
 
 
 def test_linear_logps_from_bfloat16_are_float32_with_bfloat16_gradients():
