@@ -365,7 +365,12 @@ class RenderPool:
             self._playwright = await async_playwright().start()
             self._executable = self._capped_executable()
             first = await self._launch()
-            self.renderer = await self._probe(first)
+            try:
+                self.renderer = await self._probe(first)
+            except (PlaywrightError, asyncio.TimeoutError):
+                if self.backend != "gpu":
+                    raise
+                self.renderer = None  # the GPU path broke: fall back below
             software = self.renderer is None or any(s in self.renderer.lower() for s in SOFTWARE_RENDERERS)
             if self.backend == "gpu" and self.launch_args is None and software:
                 log.warning("render backend gpu: WebGL got %r, falling back to SwiftShader", self.renderer)
