@@ -211,17 +211,22 @@ class _OwnClock:
         return wall - min(wall, self.waited_s())
 
 
-def _kill_group(pid: int | None) -> None:
-    """SIGKILL a browser and its children: Playwright starts each browser as a process-group leader."""
-    if not pid:
-        return
+def _process_group(pid: int | None) -> int | None:
+    """The browser's own process group (Playwright starts each browser as a group leader), or None."""
     try:
-        if os.getpgid(pid) == pid and pid != os.getpgid(0):
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return pid if pid and os.getpgid(pid) == pid and pid != os.getpgid(0) else None
+    except ProcessLookupError:
+        return None
+
+
+def _kill_group(pgid: int | None) -> None:
+    """SIGKILL what is left of a browser's process group, even once the browser itself has exited
+    (a utility child can outlive it)."""
+    if pgid:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class _PageCrashed(Exception):
@@ -240,7 +245,8 @@ class _Suspect(Exception):
 class _Browser:
     browser: Browser
     cdp: CDPSession
-    pid: int | None  # the browser process, leader of its process group
+    pid: int | None  # the browser process
+    pgid: int | None  # its process group, killed at shutdown
     gpu_pid: int | None  # its GPU process, as last seen
     disconnected: asyncio.Future  # done when the browser is gone: calls on it may then never return
     retired: asyncio.Future  # done when it takes no new pages; it is closed when the last one is done
@@ -361,7 +367,12 @@ class RenderPool:
             self._playwright = await async_playwright().start()
             self._executable = self._capped_executable()
             first = await self._launch()
-            self.renderer = await self._probe(first)
+            try:
+                self.renderer = await self._probe(first)
+            except (PlaywrightError, asyncio.TimeoutError):
+                if self.backend != "gpu":
+                    raise
+                self.renderer = None  # the GPU path broke: fall back below
             software = self.renderer is None or any(s in self.renderer.lower() for s in SOFTWARE_RENDERERS)
             if self.backend == "gpu" and self.launch_args is None and software:
                 log.warning("render backend gpu: WebGL got %r, falling back to SwiftShader", self.renderer)
@@ -438,7 +449,7 @@ class RenderPool:
             raise
         pid = next((p for kind, p in processes if kind == "browser"), None)
         gpu = next((p for kind, p in processes if kind == "GPU"), None)
-        return _Browser(browser, cdp, pid, gpu, gone, asyncio.get_running_loop().create_future())
+        return _Browser(browser, cdp, pid, _process_group(pid), gpu, gone, asyncio.get_running_loop().create_future())
 
     @staticmethod
     async def _processes(cdp: CDPSession) -> list[tuple[str, int]]:
@@ -469,7 +480,7 @@ class RenderPool:
 
     async def _shutdown(self, owner: _Browser) -> None:
         await self._close_bounded(owner.browser)
-        _kill_group(owner.pid)  # whatever close() left behind (a wedged GPU process)
+        _kill_group(owner.pgid)  # whatever close() left behind (a wedged GPU process, a lingering utility)
 
     @staticmethod
     async def _close_context(context: BrowserContext) -> bool:
@@ -703,9 +714,10 @@ class RenderPool:
         cap = f"each browser process is capped at {self.memory_cap_gib:g} GiB" if self.memory_cap_gib else "no memory cap"
         try:
             warm = await self._warm_on(owner)
-            pids = [p for kind, p in await self._processes(owner.cdp) if kind != "browser"]
-            result = await self._paint(warm, code, seed, timeout_s, _OwnClock(pids))
-            if not result.timed_out and await self._gpu_pid(owner) not in (owner.gpu_pid, None):
+            processes = await self._processes(owner.cdp)
+            gpu_before = next((p for kind, p in processes if kind == "GPU"), None)
+            result = await self._paint(warm, code, seed, timeout_s, _OwnClock([p for kind, p in processes if kind != "browser"]))
+            if not result.timed_out and gpu_before is not None and await self._gpu_pid(owner) not in (gpu_before, None):
                 return RenderResult(png=None, error=f"the sketch crashed its own GPU process, alone in its browser ({cap})", elapsed_s=result.elapsed_s)
             return result
         except _PageCrashed:

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the render")
     parser.add_argument("--chromium", type=str, default=None, help="Chromium binary (default: see render.py)")
+    parser.add_argument("--backend", choices=("auto", "swiftshader", "gpu"), default="auto", help="how WebGL draws")
     args = parser.parse_args(argv)
 
     text = args.path.read_text()
@@ -31,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     verdict = static_gate(code, completion)
     report: dict = {}
     if verdict is None:
-        with ThreadedRenderPool(size=1, timeout_s=args.timeout, executable_path=args.chromium) as pool:
+        with ThreadedRenderPool(size=1, timeout_s=args.timeout, executable_path=args.chromium, render_backend=args.backend) as pool:
             result = pool.submit(code, args.seed).result()
+            report["webgl_renderer"] = pool.pool.renderer
         verdict = gate(code, result)
         if result.png:
             out = args.out or args.path.with_suffix(".png")
