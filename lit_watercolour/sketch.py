@@ -1,4 +1,8 @@
-"""From a model's completion to the sketch source, and the lexical helpers the gate scans with.
+"""From a model's completion to the sketch source, and what the gate reads in it.
+
+`analyse` parses a sketch with tree-sitter's JavaScript grammar and resolves its names through
+its own scopes (see `Facts`); the lexical helpers below it (comments, strings, brackets) serve
+the length reward and the corpus checks.
 
 A completion is prose around one or more fenced code blocks (```js, ```javascript or bare
 ```), or bare code. The last complete block wins (models revise); an opening fence that is
@@ -98,11 +102,6 @@ def decode_identifier_escapes(code: str) -> str:
 def scan_source(code: str) -> str:
     """The text the static gate scans: escapes decoded, comments removed, strings blanked."""
     return mask_strings(decode_identifier_escapes(code))
-
-
-def called_names(source: str) -> set[str]:
-    """Names called bare, as `name(`, not as a method `obj.name(`."""
-    return set(re.findall(r"(?<![\w$.])([A-Za-z_$][\w$]*)\s*\(", source))
 
 
 def brush_methods(source: str) -> set[str]:

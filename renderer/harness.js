@@ -207,6 +207,8 @@
   const wrapP5 = (f, name) => function (...args) {
     const who = caller(false);
     if (who) {
+      const why = hiddenCode(args);
+      if (why) denied(`hidden:${name}`, `${name} was given ${why}`);
       policeP5(this, name, args, who);
       args = markCallbacks(args, who.kind === "sketch" ? "sketch" : "brush");
     }
@@ -220,7 +222,8 @@
     return asLibrary(f, this, args, new.target);
   };
   const proto = p5.prototype;
-  const SKIP = new Set(["createCanvas", "pixelDensity", "resizeCanvas", "noCanvas", "remove"]);  // handled below
+  // redraw runs the sketch's draw(), whatever function draw is by then: it must not count as library.
+  const SKIP = new Set(["createCanvas", "pixelDensity", "resizeCanvas", "noCanvas", "remove", "redraw"]);  // handled below
   const wrapApi = (target) => {
     for (const name of Object.getOwnPropertyNames(target)) {
       if (name[0] === "_" || name === "constructor" || (target === proto && SKIP.has(name))) continue;
@@ -233,8 +236,6 @@
   wrapApi(proto);
   wrapApi(p5.Graphics.prototype);
   wrapApi(p5.Framebuffer.prototype);
-  // p5's internal loop is library code (the sketch's setup and draw inside it are marked).
-  for (const name of ["_draw", "_runLifecycleHook"]) { const f = proto[name]; proto[name] = function (...a) { return asLibrary(f, this, a); }; }
 
   // Below the API: renderers, shaders, textures, framebuffers' internals and the raw WebGL and
   // 2D contexts. The sketch calling any of these itself is drawing around p5.brush.

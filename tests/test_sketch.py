@@ -5,7 +5,6 @@ from __future__ import annotations
 from lit_watercolour.sketch import (
     analyse,
     brackets_balance,
-    called_names,
     decode_identifier_escapes,
     extract_code,
     is_truncated,
@@ -46,8 +45,8 @@ def test_scan_blanks_strings_and_decodes_escapes():
     assert decode_identifier_escapes("\\u{65}val") == "eval"
 
 
-def test_called_names_are_bare_calls_only():
-    assert called_names("ellipse(1); brush.circle(2); x.rect(3); line (4)") == {"ellipse", "line"}
+def test_free_calls_are_bare_calls_only():
+    assert set(analyse("ellipse(1); brush.circle(2); x.rect(3); line (4)").free_calls) == {"ellipse", "line"}
 
 
 def test_brackets_balance():
