@@ -60,10 +60,6 @@ READY = """(() => {
 })();"""
 
 
-def canvas_size(code: str) -> int:
-    return int(re.search(r"createCanvas\(\s*(\d+)", code).group(1))
-
-
 def recipe_html(code: str) -> str:
     modules = RENDERER_DIR / "node_modules"
     libs = [(modules / "p5" / "lib" / "p5.min.js").read_text(), (modules / "p5.brush" / "dist" / "p5.brush.js").read_text()]
@@ -110,7 +106,7 @@ async def recipe_run(codes: list[str], browsers: int, executable: str | None, ar
 
 async def pool_run(codes: list[str], **pool_kwargs) -> tuple[float, int, str, float]:
     """This project's pool: (wall seconds, renders that did not pass cleanly, renderer, mean in-page seconds)."""
-    async with RenderPool(canvas=canvas_size(codes[0]), timeout_s=300.0, **pool_kwargs) as pool:
+    async with RenderPool(timeout_s=300.0, **pool_kwargs) as pool:
         start = time.monotonic()
         results = await asyncio.gather(*(pool.render(c, i) for i, c in enumerate(codes)))
         wall = time.monotonic() - start
