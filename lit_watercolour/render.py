@@ -24,8 +24,10 @@ Whose fault is a failure (the rules, in order):
   (/proc/<pid>/task/*/schedstat). It is a `timeout` when that own time reaches the limit, or
   when the wall clock reaches SOLO_BACKSTOP times the limit. A machine's load therefore
   stretches the wall clock, not the sketch's time.
-- A render that ran past its limit beside other pages of its browser, whose page crashed, or
-  whose browser's GPU process was replaced while it painted, may have been hurt by its
+- A render that ran past its limit beside other pages of its browser, or alone on a browser whose
+  GPU process then fails a canary (a fresh page clearing a WebGL canvas and reading a pixel back
+  within CANARY_TIMEOUT_S), whose page crashed, or whose browser's GPU process was replaced while
+  it painted, may have been hurt by its
   neighbours (a shader that starves the shared GPU process, a wedged GPU process) or by the load.
   It is run again alone, in a fresh browser of its own, and that run decides, by the rule above.
 - A browser on which a render timed out is retired (no new pages; closed when its last render
@@ -115,6 +117,16 @@ RENDERER_PROBE = """() => {
   return info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER);
 }"""
 
+GPU_CANARY = """() => {
+  const gl = document.createElement("canvas").getContext("webgl");
+  if (!gl) return false;
+  gl.clearColor(1, 0, 0, 1);
+  gl.clear(gl.COLOR_BUFFER_BIT);
+  const pixel = new Uint8Array(4);
+  gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);
+  return pixel[0] === 255;
+}"""
+
 PAINT_DISTANCE = 32.0  # RGB distance from the modal colour that counts as paint (recipe)
 WARM_TIMEOUT_S = 60.0  # warming a page takes ~1 s; a minute means its browser is wedged
 LAUNCH_TIMEOUT_S = 60.0
@@ -123,6 +135,7 @@ CLOSE_TIMEOUT_S = 3.0  # one browser's close() before its processes are killed
 CLOSE_BUDGET_S = 10.0  # the whole of RenderPool.close()
 SOLO_BACKSTOP = 4.0  # a sketch alone is cut off at this many times its limit of wall clock
 SOLO_POLL_S = 0.1
+CANARY_TIMEOUT_S = 10.0  # a one-pixel WebGL page; longer means the GPU process is wedged or starved
 
 
 def chromium_executable(explicit: str | None = None) -> str | None:
@@ -473,6 +486,21 @@ class RenderPool:
         except (PlaywrightError, asyncio.TimeoutError):
             return None
 
+    async def _gpu_answers(self, owner: _Browser) -> bool:
+        """A canary: a fresh page of this browser clears a WebGL canvas and reads a pixel back in time."""
+        async def canary() -> bool:
+            context = await owner.browser.new_context()
+            try:
+                page = await context.new_page()
+                return await page.evaluate(GPU_CANARY) is True
+            finally:
+                await self._close_context(context)
+
+        try:
+            return await asyncio.wait_for(canary(), CANARY_TIMEOUT_S)
+        except (PlaywrightError, asyncio.TimeoutError):
+            return False
+
     async def _probe(self, owner: _Browser) -> str | None:
         """The WebGL renderer string a page of this browser gets."""
         context = await asyncio.wait_for(owner.browser.new_context(), WARM_TIMEOUT_S)
@@ -656,6 +684,8 @@ class RenderPool:
                 await self._retire(owner)  # its GPU process may be wedged
                 if lane.shared:
                     raise _Suspect("timed out beside other pages")
+                if not await self._gpu_answers(owner):
+                    raise _Suspect("timed out on a GPU process that does not answer")
                 return result
             gpu_now = await self._gpu_pid(owner)
             if gpu_before is not None and gpu_now is not None and gpu_now != gpu_before:
