@@ -213,6 +213,6 @@ def test_gpu_backend_without_a_gpu_falls_back_to_swiftshader(caplog):
 
 def test_browsers_by_default_follow_the_backend_and_the_cores():
     assert default_browsers("swiftshader", size=32, cores=16) == 32  # one per page
-    assert default_browsers("gpu", size=32, cores=16) == 2  # one per 8 cores
+    assert default_browsers("gpu", size=32, cores=16) == 1 and default_browsers("gpu", size=32, cores=64) == 4
     assert default_browsers("gpu", size=1, cores=64) == 1  # never more than the pages
     assert default_browsers("gpu", size=4, cores=2) == 1
