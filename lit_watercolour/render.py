@@ -18,15 +18,20 @@ machine has a GPU device node). At start-up the pool asks WebGL which renderer i
 fails or lands on a software renderer falls back to SwiftShader with a warning.
 
 Whose fault is a failure (the rules, in order):
-- A render that ran past its limit in the shared pool, whose page crashed, or whose browser's
-  GPU process was replaced while it painted, may have been hurt by its neighbours (a shader
-  that starves the shared GPU process, a wedged GPU process) or by the machine's load. It is
-  run again alone, in a browser of its own (its own renderer and GPU process), and that run
-  decides. The browser it failed on is retired (no new pages; closed when its last render ends).
-- Alone, a sketch is judged by its own time: wall clock minus the time its browser's threads
-  waited for a CPU in the kernel's run queue (/proc/<pid>/task/*/schedstat). It is a `timeout`
-  when that own time reaches the limit, or when the wall clock reaches SOLO_BACKSTOP times the
-  limit. A machine's load therefore stretches the wall clock, not the sketch's time.
+- A sketch alone on its browser (no other page painting there at any moment of its render: the
+  default on SwiftShader, one browser per page) is judged by its own time: wall clock minus the
+  time its browser's threads waited for a CPU in the kernel's run queue
+  (/proc/<pid>/task/*/schedstat). It is a `timeout` when that own time reaches the limit, or
+  when the wall clock reaches SOLO_BACKSTOP times the limit. A machine's load therefore
+  stretches the wall clock, not the sketch's time.
+- A render that ran past its limit beside other pages of its browser, or alone on a browser whose
+  GPU process then fails a canary (a fresh page clearing a WebGL canvas and reading a pixel back
+  within CANARY_TIMEOUT_S), whose page crashed, or whose browser's GPU process was replaced while
+  it painted, may have been hurt by its
+  neighbours (a shader that starves the shared GPU process, a wedged GPU process) or by the load.
+  It is run again alone, in a fresh browser of its own, and that run decides, by the rule above.
+- A browser on which a render timed out is retired (no new pages; closed when its last render
+  ends): its GPU process may be wedged.
 - Alone, a page crash or a GPU-process crash is the sketch's own: it fails (a runtime error
   that names the memory cap), is not retried again and is not infra.
 - A browser that dies under a render (killed, crashed) is the infrastructure's: the render is
@@ -111,6 +116,16 @@ RENDERER_PROBE = """() => {
   return info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER);
 }"""
 
+GPU_CANARY = """() => {
+  const gl = document.createElement("canvas").getContext("webgl");
+  if (!gl) return false;
+  gl.clearColor(1, 0, 0, 1);
+  gl.clear(gl.COLOR_BUFFER_BIT);
+  const pixel = new Uint8Array(4);
+  gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);
+  return pixel[0] === 255;
+}"""
+
 PAINT_DISTANCE = 32.0  # RGB distance from the modal colour that counts as paint (recipe)
 WARM_TIMEOUT_S = 60.0  # warming a page takes ~1 s; a minute means its browser is wedged
 LAUNCH_TIMEOUT_S = 60.0
@@ -119,6 +134,7 @@ CLOSE_TIMEOUT_S = 3.0  # one browser's close() before its processes are killed
 CLOSE_BUDGET_S = 10.0  # the whole of RenderPool.close()
 SOLO_BACKSTOP = 4.0  # a sketch alone is cut off at this many times its limit of wall clock
 SOLO_POLL_S = 0.1
+CANARY_TIMEOUT_S = 10.0  # a one-pixel WebGL page; longer means the GPU process is wedged or starved
 
 
 def chromium_executable(explicit: str | None = None) -> str | None:
@@ -142,10 +158,13 @@ def available_cores() -> int:
 
 def default_browsers(backend: str, size: int, cores: int | None = None) -> int:
     """Browsers for `size` pages. SwiftShader rasterises in each browser's one GPU process, so it
-    gains from more browsers (16 cores: 3.0 renders/s with 16 browsers, 1.9 with one); a real GPU
-    does not (6.6/s with one browser, 6.0 with four): one browser per 2 cores, or per 8 on a GPU."""
-    cores = cores or available_cores()
-    return max(1, min(size, cores // (8 if backend == "gpu" else 2)))
+    gains from more browsers (16 cores: 3.0 renders/s with 16 browsers, 1.9 with one), and a page
+    alone in its browser is judged by its own time without a second run: one browser per page. A
+    real GPU does not gain (H200, 16 cores, 16 pages: 6.6/s on one browser, 5.5 on two, 6.0 on
+    four): one browser per 16 cores."""
+    if backend != "gpu":
+        return size
+    return max(1, min(size, (cores or available_cores()) // 16))
 
 
 def painted_fraction(png: bytes) -> float:
@@ -229,6 +248,13 @@ def _kill_group(pgid: int | None) -> None:
             pass
 
 
+@dataclass(eq=False)
+class _Lane:
+    """One render painting on a browser."""
+
+    shared: bool = False  # another page of the same browser painted at some moment of this render
+
+
 class _PageCrashed(Exception):
     pass
 
@@ -252,6 +278,7 @@ class _Browser:
     retired: asyncio.Future  # done when it takes no new pages; it is closed when the last one is done
     busy: int = 0  # pages warming or painting on it
     renders: int = 0
+    painting: set[_Lane] = field(default_factory=set)
 
     def usable(self) -> bool:
         return not self.retired.done() and not self.disconnected.done() and self.browser.is_connected()
@@ -462,6 +489,21 @@ class RenderPool:
         except (PlaywrightError, asyncio.TimeoutError):
             return None
 
+    async def _gpu_answers(self, owner: _Browser) -> bool:
+        """A canary: a fresh page of this browser clears a WebGL canvas and reads a pixel back in time."""
+        async def canary() -> bool:
+            context = await owner.browser.new_context()
+            try:
+                page = await context.new_page()
+                return await page.evaluate(GPU_CANARY) is True
+            finally:
+                await self._close_context(context)
+
+        try:
+            return await asyncio.wait_for(canary(), CANARY_TIMEOUT_S)
+        except (PlaywrightError, asyncio.TimeoutError):
+            return False
+
     async def _probe(self, owner: _Browser) -> str | None:
         """The WebGL renderer string a page of this browser gets."""
         context = await asyncio.wait_for(owner.browser.new_context(), WARM_TIMEOUT_S)
@@ -624,8 +666,6 @@ class RenderPool:
                 except (PlaywrightError, RuntimeError, asyncio.TimeoutError) as exc:
                     failure = f"{type(exc).__name__}: {exc}"
                     continue
-                if result.timed_out:
-                    return await self._render_alone(code, seed, limit, "timed out beside other pages")
                 return result
             return RenderResult(png=None, error=f"render failed twice: {failure}"[:500], infra_error=True)
 
@@ -636,10 +676,20 @@ class RenderPool:
         if owner.gpu_pid is None:  # Chromium starts its GPU process lazily
             owner.gpu_pid = await self._gpu_pid(owner)
         gpu_before = owner.gpu_pid
+        lane = _Lane(shared=bool(owner.painting))
+        for other in owner.painting:
+            other.shared = True
+        owner.painting.add(lane)
         try:
-            result = await self._paint(warm, code, seed, timeout_s)
+            # a page that starts beside others is judged by wall clock: no run-queue reading to pay for
+            clock = None if lane.shared else _OwnClock([p for kind, p in await self._processes(owner.cdp) if kind != "browser"])
+            result = await self._paint(warm, code, seed, timeout_s, clock, lane)
             if result.timed_out:
                 await self._retire(owner)  # its GPU process may be wedged
+                if lane.shared:
+                    raise _Suspect("timed out beside other pages")
+                if not await self._gpu_answers(owner):
+                    raise _Suspect("timed out on a GPU process that does not answer")
                 return result
             gpu_now = await self._gpu_pid(owner)
             if gpu_before is not None and gpu_now is not None and gpu_now != gpu_before:
@@ -650,12 +700,13 @@ class RenderPool:
         except _PageCrashed as exc:
             raise _Suspect(str(exc)) from exc
         finally:
+            owner.painting.discard(lane)
             await self._discard(warm)
 
-    async def _paint(self, warm: _WarmPage, code: str, seed: int, timeout_s: float, clock: _OwnClock | None = None) -> RenderResult:
-        """Run the sketch on a warm page. Shared pool: cut off after `timeout_s` of wall clock.
-        Alone (`clock`): cut off when the sketch's own time reaches `timeout_s`, or at the backstop.
-        Raises _PageCrashed, or RuntimeError when the browser died."""
+    async def _paint(self, warm: _WarmPage, code: str, seed: int, timeout_s: float, clock: _OwnClock | None, lane: _Lane | None = None) -> RenderResult:
+        """Run the sketch on a warm page. Beside other pages of its browser (`lane.shared`): cut
+        off after `timeout_s` of wall clock. Alone: when its own time reaches `timeout_s`, or at
+        the backstop. Raises _PageCrashed, or RuntimeError when the browser died."""
         start = time.monotonic()
         run = asyncio.ensure_future(
             warm.page.evaluate(
@@ -665,12 +716,10 @@ class RenderPool:
             )
         )
         watched = {run, warm.crashed, warm.owner.disconnected}
-        if clock is None:
-            done, _ = await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        else:
-            done = set()
-            while not done and clock.own_s() < timeout_s and clock.wall_s() < SOLO_BACKSTOP * timeout_s:
-                done, _ = await asyncio.wait(watched, timeout=SOLO_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        # the run queue is read only past the limit: until then own time <= wall clock < limit
+        while not done and clock is not None and not (lane and lane.shared) and clock.own_s() < timeout_s and clock.wall_s() < SOLO_BACKSTOP * timeout_s:
+            done, _ = await asyncio.wait(watched, timeout=SOLO_POLL_S, return_when=asyncio.FIRST_COMPLETED)
         if not done:
             run.cancel()
             return RenderResult(png=None, error="timeout", elapsed_s=time.monotonic() - start, timed_out=True)

@@ -86,7 +86,7 @@ async def recipe_run(codes: list[str], browsers: int, executable: str | None, ar
                 html = queue.get_nowait()
                 page = await browser.new_page(viewport={"width": 700, "height": 700})
                 try:
-                    await page.set_content(html)
+                    await page.set_content(html, timeout=300_000)
                     await page.wait_for_function("window.__done === true", polling=40, timeout=300_000)
                     png = await page.evaluate("document.querySelector('canvas').toDataURL('image/png')")
                     failed += not png.startswith("data:image/png;base64,")

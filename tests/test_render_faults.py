@@ -8,6 +8,7 @@ index; the report must carry that index and no other).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from lit_watercolour.gate import gate
 from lit_watercolour.render import CLOSE_BUDGET_S, RenderPool, ThreadedRenderPool
 from processes import chromium_descendants
-from test_render import SMALL
+from test_render import SMALL, own_processes
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 
@@ -147,6 +148,7 @@ def test_a_render_beside_a_wedged_gpu_process_is_decided_alone():
 
 def test_close_returns_within_its_budget_after_a_wedged_gpu_process():
     before = chromium_descendants()
+    others = {os.getpgid(p) for p in before if psutil.pid_exists(p)}
 
     async def scenario():
         pool = RenderPool(size=2, browsers=1, timeout_s=60.0)
@@ -164,9 +166,9 @@ def test_close_returns_within_its_budget_after_a_wedged_gpu_process():
     assert good.error is None and closing < CLOSE_BUDGET_S
     assert stuck.png is None and not stuck.timed_out  # the pool closed under it: not the sketch's timeout
     deadline = time.monotonic() + 10  # killed processes are reaped asynchronously
-    while chromium_descendants() - before and time.monotonic() < deadline:
-        psutil.wait_procs([psutil.Process(p) for p in chromium_descendants() - before if psutil.pid_exists(p)], timeout=0.5)
-    assert not chromium_descendants() - before
+    while own_processes(before, others) and time.monotonic() < deadline:
+        psutil.wait_procs([psutil.Process(p) for p in own_processes(before, others) if psutil.pid_exists(p)], timeout=0.5)
+    assert not own_processes(before, others)
 
 
 @pytest.mark.parametrize("move", ["history.back()", "location.assign('/index.html')", "location.reload()"])
