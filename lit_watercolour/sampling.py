@@ -47,6 +47,9 @@ class SampleBatch:
     logps: Tensor  # [N, C] log-prob of each sampled token under the sampling policy (0 where masked)
     groups: list[int]  # the prompt index of each row
     seconds: float = 0.0  # generation wall clock, log-prob scoring included
+    # what a sampling engine (vLLM) reported for the distribution it drew from (after top-k/top-p);
+    # None where `logps` is already that (hf)
+    sampler_logps: Tensor | None = None
 
     @property
     def num_tokens(self) -> Tensor:
@@ -60,6 +63,8 @@ class Sampler(Protocol):
     def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
 
     def sync_weights(self, model: torch.nn.Module) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
@@ -111,6 +116,9 @@ class HFSampler:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation runs on the live model: nothing to copy
+
+    def close(self) -> None:
+        pass  # nothing of its own to free
 
     def decode(self, ids: Tensor) -> str:
         return decode(self.tokenizer, ids.tolist(), self.stop_ids)
