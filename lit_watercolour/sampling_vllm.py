@@ -320,6 +320,7 @@ class VLLMSampler:
             stop_token_ids=self.stop_ids,
             logprobs=0,  # the sampled token's own log-prob only
             seed=seed,
+            detokenize=False,  # decoded here, once, up to the first stop token
             output_kind=self.final_only,  # step() reports a request once, when it ends
         )
 
@@ -355,7 +356,8 @@ class VLLMSampler:
     def close(self) -> None:
         """Stop the engine's processes and free their shared memory (else vLLM kills them at exit)."""
         if self.llm is not None:
-            self.llm.llm_engine.engine_core.shutdown()
+            # past vLLM's 5 s grace for its worker, so the engine reaps it and frees its shared memory
+            self.llm.llm_engine.engine_core.shutdown(timeout=15)
             self.llm = None
 
 

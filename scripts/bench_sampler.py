@@ -5,7 +5,7 @@ default run's sampling settings (configs/default.yaml: temperature, top_p, top_k
 batch size, merged adapter), from the same policy (LoRA r16 on all linear layers), each
 timed by its own `SampleBatch.seconds` (the trainer-side log-prob pass included, as a
 training step pays it). After one warm-up each, the two take turns, `--repeats` times, with
-the same torch seeds. Run it where vLLM is installed (`make setup-vllm`: .venv-vllm):
+the same torch seeds (the warm-up is short: `--warmup-length`). Run it where vLLM is installed (`make setup-vllm`: .venv-vllm):
 
     .venv-vllm/bin/python scripts/bench_sampler.py                  # the default run, CPU
     python scripts/bench_sampler.py --preset qwen3-4b --device cuda --dtype bfloat16 \
@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -61,11 +62,13 @@ def main() -> None:
     ap.add_argument("--max-completion-length", type=int, default=None, help="default: the default config's")
     ap.add_argument("--merge-adapter", type=lambda s: s.lower() == "true", default=None, help="hf: default: the config's")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmup-length", type=int, default=64, help="tokens per row of the uncounted warm-up")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the trainer process (the default run's 1)")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     ap.add_argument("--enforce-eager", type=lambda s: s.lower() == "true", default=True)
     ap.add_argument("--kv-cache-gib", type=float, default=None, help="vLLM's KV cache size (default on a CPU: 0.25)")
     ap.add_argument("--weight-sync", default="lora", choices=["lora", "merged"])
+    ap.add_argument("--max-model-len", type=int, default=None, help="vLLM's context; default: the model's")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -79,12 +82,17 @@ def main() -> None:
         if kv_gib is not None:
             engine["kv_cache_memory_bytes"] = int(kv_gib * 2**30)
         vllm_config = VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization, max_lora_rank=16,
+                                 max_model_len=args.max_model_len,
                                  weight_sync=args.weight_sync, engine_kwargs=engine, adapter_dir=f"{tmp}/adapters")
         samplers = {b: build_sampler(b, model, tokenizer, sampling, vllm_config) for b in args.backends}
         prompt = chat_prompt(tokenizer, SUBJECT)
         runs: dict[str, list[dict]] = {b: [] for b in samplers}
         try:
-            for repeat in range(-1, args.repeats):  # -1: warm-up, not counted
+            for name, sampler in samplers.items():  # warm-up, not counted: kernels, caches, allocator
+                sampler.config = replace(sampling, max_completion_length=min(args.warmup_length, sampling.max_completion_length))
+                sampler.sample([prompt], args.num_generations)
+                sampler.config = sampling
+            for repeat in range(args.repeats):
                 for name, sampler in samplers.items():
                     torch.manual_seed(repeat)
                     batch = sampler.sample([prompt], args.num_generations)
@@ -95,8 +103,7 @@ def main() -> None:
                         diff = (batch.sampler_logps - batch.logps)[batch.completion_mask.bool()]
                         row.update(logp_diff_mean=round(float(diff.abs().mean()), 5), logp_diff_max=round(float(diff.abs().max()), 5))
                     print(json.dumps(row), flush=True)
-                    if repeat >= 0:
-                        runs[name].append(row)
+                    runs[name].append(row)
         finally:
             for sampler in samplers.values():
                 sampler.close()

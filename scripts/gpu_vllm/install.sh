@@ -7,7 +7,7 @@
 # the checksum and unpacks them into /opt/vllm/site. Until then it prints what is still missing and
 # exits 3, so `&&` runs the command only once vLLM is there. A later call finds it installed.
 set -euo pipefail
-ROOT=/opt/vllm; STASH=$ROOT/stash; SITE=$ROOT/site
+ROOT=${VLLM_GPU_ROOT:-/opt/vllm}; STASH=$ROOT/stash; SITE=$ROOT/site
 if [ -f "$ROOT/env.sh" ]; then echo "vLLM is installed in $SITE"; exit 0; fi
 mkdir -p "$STASH"
 for d in .gpuvllm*/; do
