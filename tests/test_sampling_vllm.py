@@ -366,7 +366,7 @@ def test_fit_with_the_vllm_sampler(tmp_path):
     args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
             "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "96",
             "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir),
-            "--trainer.logger.init_args.save_dir", str(run_dir), "--trainer.callbacks+=null"]
+            "--trainer.logger.init_args.save_dir", str(run_dir)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     fit = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=540)

@@ -4,11 +4,11 @@
 # whose wheel is built for torch 2.11 (the GPU image's). Run here, from the project's root:
 #     bash scripts/gpu_vllm/make_payload.sh
 # It downloads the vLLM wheel and the small wheels that the image lacks (for CPython 3.12,
-# manylinux x86_64), unpacks them into one site-packages tree without the parts a Hopper GPU does
-# not load (FlashAttention 2's library: Hopper runs FlashAttention 3; the optional Rust frontend;
-# DeepGEMM's builds for other Pythons), packs it with xz and splits it into ignored folders
-# .gpuvllm1, .gpuvllm2, ... of at most PART_MIB (default 55) MiB each. install.sh beside this file
-# puts them back together on the machine; README.md (vLLM on the GPU) says how.
+# manylinux x86_64), deletes from the vLLM wheel what a Hopper GPU does not load (FlashAttention 2's
+# library: Hopper runs FlashAttention 3; the optional Rust frontend; DeepGEMM's builds for other
+# Pythons; the Blackwell attention kernels' C++ sources), without recompressing anything, and splits
+# the wheels into ignored folders .gpuvllm1, .gpuvllm2, ... of at most PART_MIB (default 55) MiB.
+# install.sh beside this file puts them back together on the machine (README.md, "vLLM").
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel); cd "$ROOT"
 PART_MIB=${PART_MIB:-55}
@@ -25,22 +25,19 @@ for p in manylinux_2_39 manylinux_2_35 manylinux_2_34 manylinux_2_31 manylinux_2
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   "${PLATFORMS[@]}" -d "$W/whl" "$VLLM" "${DEPS[@]}"
-mkdir "$W/site"
-for whl in "$W"/whl/*.whl; do unzip -q -o "$whl" -d "$W/site"; done
-S=$W/site
-rm -f "$S"/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so "$S"/vllm/vllm-rs
-rm -f "$S"/vllm/third_party/deep_gemm/_C.cpython-3{10,11,13,14}-*.so
-find "$S" -name __pycache__ -prune -exec rm -rf {} +
-echo "unpacked: $(du -sm "$S" | cut -f1) MiB from $(ls "$W"/whl | wc -l) wheels"
-tar -C "$S" -cf - . | xz -T2 -6 > "$W/payload.tar.xz"
-split -b "${PART_MIB}M" -d -a 2 "$W/payload.tar.xz" "$W/part."
+(cd "$W/whl" && zip -q -d vllm-*.whl 'vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so' 'vllm/vllm-rs' \
+  'vllm/third_party/deep_gemm/_C.cpython-31[0134]-*' 'vllm/third_party/fmha_sm100/*.h*' \
+  'vllm/third_party/fmha_sm100/*/*' 'vllm/entrypoints/serve/instrumentator/static/swagger-ui-bundle.js')
+echo "$(ls "$W/whl" | wc -l) wheels, $(du -cm "$W"/whl/*.whl | tail -1 | cut -f1) MiB"
+tar -C "$W/whl" -cf "$W/payload.tar" .
+split -b "${PART_MIB}M" -d -a 2 "$W/payload.tar" "$W/part."
 rm -rf .gpuvllm[0-9]*
 n=0
 for part in "$W"/part.*; do
-  n=$((n + 1)); mkdir ".gpuvllm$n"; mv "$part" ".gpuvllm$n/payload.tar.xz.$(basename "$part" | cut -d. -f2)"
+  n=$((n + 1)); mkdir ".gpuvllm$n"; mv "$part" ".gpuvllm$n/payload.tar.$(basename "$part" | cut -d. -f2)"
 done
 # the manifest travels in every folder: whichever call comes first knows how many parts to wait for
 for d in .gpuvllm*/; do
-  { echo "parts=$n"; echo "sha256=$(sha256sum "$W/payload.tar.xz" | cut -d' ' -f1)"; echo "vllm=$VLLM"; } > "$d/manifest"
+  { echo "parts=$n"; echo "sha256=$(sha256sum "$W/payload.tar" | cut -d' ' -f1)"; echo "vllm=$VLLM"; } > "$d/manifest"
 done
 du -sh .gpuvllm*/
