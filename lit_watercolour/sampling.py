@@ -44,7 +44,9 @@ class SampleBatch:
     completion_mask: Tensor  # [N, C] 1 up to and including the first end-of-turn token
     texts: list[str]  # decoded completions, special tokens dropped
     truncated: Tensor  # [N] bool: no end-of-turn token within max_completion_length
-    logps: Tensor  # [N, C] log-prob of each sampled token under the sampling policy (0 where masked)
+    # [N, C] log-prob of each sampled token under the policy, log_softmax(logits / temperature) over the
+    # whole vocabulary as the loss computes it (0 where masked): the importance ratio's one definition
+    logps: Tensor
     groups: list[int]  # the prompt index of each row
     seconds: float = 0.0  # generation wall clock, log-prob scoring included
     # what a sampling engine (vLLM) reported for the distribution it drew from (after top-k/top-p);
