@@ -360,16 +360,18 @@ def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy
 
 
 @real_vllm
+@pytest.mark.timeout(1200)
 def test_fit_with_the_vllm_sampler(tmp_path):
     run_dir = tmp_path / "run"
     engine = json.dumps(ENGINE_KWARGS)
     args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
-            "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "96",
+            "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "64",
+            "--model.grpo_config.num_generations", "4", "--model.grpo_config.micro_batch_size", "4",
             "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir), "--model.policy.model", str(POLICY),
             "--trainer.logger.init_args.save_dir", str(run_dir)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     fit = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=540)
+                         capture_output=True, text=True, timeout=1100)
     assert fit.returncode == 0, fit.stderr[-3000:]
     rows = list(csv.DictReader((run_dir / "default" / "version_0" / "metrics.csv").open()))
     assert len(rows) == 2
