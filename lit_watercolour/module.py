@@ -128,6 +128,7 @@ class GRPOModule(pl.LightningModule):
         self.rollout_log: RolloutLog | None = None
         self.policy_model = None
         self.tokenizer = None
+        self.sampler = None
         self.pool: ThreadedRenderPool | None = None
         self.last_rollouts: list[Rollout] = []  # the latest step's rollouts, for galleries
         self.last_scores: dict[str, Tensor] = {}  # term name -> [N] scores of `last_rollouts`
@@ -139,15 +140,15 @@ class GRPOModule(pl.LightningModule):
 
     def configure_model(self) -> None:
         # Lightning calls this before the dataloaders are built, so the data module can use the tokenizer
-        if self.policy_model is not None:
-            return
-        if self.cpu_threads > 0:
-            # a tiny model's kernels are too small to split: extra threads only fight the renderer
-            torch.set_num_threads(self.cpu_threads)
-        self.policy_model, self.tokenizer = load_policy(self.policy_config)
-        self.sampler = build_sampler(
-            self.sampler_backend, self.policy_model, self.tokenizer, self.sampling_config, self.vllm_config
-        )
+        if self.policy_model is None:
+            if self.cpu_threads > 0:
+                # a tiny model's kernels are too small to split: extra threads only fight the renderer
+                torch.set_num_threads(self.cpu_threads)
+            self.policy_model, self.tokenizer = load_policy(self.policy_config)
+        if self.sampler is None:  # built again after a teardown closed it
+            self.sampler = build_sampler(
+                self.sampler_backend, self.policy_model, self.tokenizer, self.sampling_config, self.vllm_config
+            )
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
@@ -180,6 +181,9 @@ class GRPOModule(pl.LightningModule):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        if self.sampler is not None:  # a vLLM engine's processes end here, not at interpreter exit
+            self.sampler.close()
+            self.sampler = None
 
     def configure_optimizers(self):
         from transformers import get_scheduler
@@ -343,8 +347,9 @@ class GRPOModule(pl.LightningModule):
                 self.manual_backward(loss)
             n_tok = float(m.sum())
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
-            # sampler vs trainer log-probs: ~0 for hf; the mismatch a vLLM backend would show
-            metrics["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - batch.logps[sl, :c_len]).abs(), m)
+            # trainer vs sampling-engine log-probs: ~0 for hf; for vLLM, its top-k/top-p renormalisation
+            sampled = batch.logps if batch.sampler_logps is None else batch.sampler_logps
+            metrics["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)
             for k, v in metrics.items():
                 if torch.isnan(v):
                     continue

@@ -44,9 +44,14 @@ class SampleBatch:
     completion_mask: Tensor  # [N, C] 1 up to and including the first end-of-turn token
     texts: list[str]  # decoded completions, special tokens dropped
     truncated: Tensor  # [N] bool: no end-of-turn token within max_completion_length
-    logps: Tensor  # [N, C] log-prob of each sampled token under the sampling policy (0 where masked)
+    # [N, C] log-prob of each sampled token under the policy, log_softmax(logits / temperature) over the
+    # whole vocabulary as the loss computes it (0 where masked): the importance ratio's one definition
+    logps: Tensor
     groups: list[int]  # the prompt index of each row
     seconds: float = 0.0  # generation wall clock, log-prob scoring included
+    # what a sampling engine (vLLM) reported for the distribution it drew from (after top-k/top-p);
+    # None where `logps` is already that (hf)
+    sampler_logps: Tensor | None = None
 
     @property
     def num_tokens(self) -> Tensor:
@@ -60,6 +65,8 @@ class Sampler(Protocol):
     def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
 
     def sync_weights(self, model: torch.nn.Module) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
@@ -111,6 +118,9 @@ class HFSampler:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation runs on the live model: nothing to copy
+
+    def close(self) -> None:
+        pass  # nothing of its own to free
 
     def decode(self, ids: Tensor) -> str:
         return decode(self.tokenizer, ids.tolist(), self.stop_ids)

