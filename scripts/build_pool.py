@@ -176,12 +176,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rerender", default=None, help="re-render this pool's sources/*.js instead (a folder or a Hub "
                     "dataset id in the recipe's layout, e.g. HuggingEnvs/watercolour-reference-pool)")
     ap.add_argument("--revision", default=None, help="Hub revision for --rerender")
-    ap.add_argument("--canvas", type=int, default=None, help="canvas side the sketches create (default: 512; --rerender: 600)")
     ap.add_argument("--workers", type=int, default=2, help="Chromium pages rendering in parallel")
     ap.add_argument("--seed", type=int, default=0, help="render seed (the harness's Math.random)")
     args = ap.parse_args(argv)
 
-    from lit_watercolour.prompts import CANVAS_SIZE, RECIPE_CANVAS_SIZE
     from lit_watercolour.render import ThreadedRenderPool
 
     if args.rerender:
@@ -190,8 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         jobs = [(tier, f"{tier}/{tier}_{i:02d}.png", sketch(tier, i)) for tier in TEMPLATES for i in range(args.per_tier)]
         for path in sorted(glob.glob(args.extra)) if args.extra else []:
             jobs.append((args.extra_tier, f"{args.extra_tier}/{args.extra_tier}_{Path(path).stem}.png", Path(path).read_text()))
-    canvas = args.canvas or (RECIPE_CANVAS_SIZE if args.rerender else CANVAS_SIZE)
-    with ThreadedRenderPool(size=args.workers, canvas=canvas) as pool:
+    with ThreadedRenderPool(size=args.workers) as pool:  # the page takes each sketch's own canvas size
         results = pool.render_many([code for *_, code in jobs], [args.seed] * len(jobs))
     write_pool(args.out, jobs, results, args.seed)
 
