@@ -82,7 +82,12 @@
   for (const ctor of [Number, String, Boolean, Date, Map, Set, Float32Array, Float64Array, Int8Array, Int16Array,
     Int32Array, Uint8Array, Uint8ClampedArray, Uint16Array, Uint32Array, ArrayBuffer]) trustChain(ctor.prototype);
   const COERCERS = new Set(["valueOf", "toString", "toJSON", Symbol.toPrimitive, Symbol.iterator]);
+  const plainValues = (args) => {
+    for (let i = 0; i < args.length; i++) { const a = args[i]; if ((typeof a === "object" && a !== null) || typeof a === "function") return false; }
+    return true;
+  };
   const hiddenCode = (args) => {
+    if (plainValues(args)) return null;
     const seen = new Set();
     const todo = [...args];
     let budget = 100000;
@@ -111,7 +116,7 @@
     return null;
   };
   // Function arguments (and functions in option objects) become sketch callbacks.
-  const markCallbacks = (args, kind) => args.map((a) => {
+  const markCallbacks = (args, kind) => plainValues(args) ? args : args.map((a) => {
     if (typeof a === "function") return asSketch(a, kind);
     if (a && typeof a === "object" && getProto(a) === Object.prototype && !P.isProxy(a)) {
       let copy = null;

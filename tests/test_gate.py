@@ -213,7 +213,8 @@ def test_legit_corpus_passes(render_pool):
     names = sorted(corpus)
     for name in names:
         assert static_gate(corpus[name]) is None, name
-    results = render_pool.render_many([corpus[n] for n in names], [3] * len(names))
+    # a generous limit: honest sketches must pass however loaded the machine is
+    results = [f.result() for f in [render_pool.submit(corpus[n], 3, timeout_s=300.0) for n in names]]
     failed = {n: gate(corpus[n], r) for n, r in zip(names, results) if not gate(corpus[n], r).passed}
     assert not failed, failed
 
