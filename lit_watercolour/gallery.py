@@ -29,10 +29,11 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from lit_watercolour.rewards.embedded import PARTS
+
 TILE = 192  # contact sheet thumbnail side, pixels
 LABEL_H = 30
 THUMB = 256  # gallery thumbnail side, pixels
-CURVE_SKIP = ("/std", "/min", "/max", "/missing", "/ms_per_image")  # summaries of a term that are not its curve
 
 
 def contact_sheet(pngs: list[bytes | None], labels: list[str], columns: int = 4) -> Image.Image:
@@ -55,14 +56,20 @@ def rollout_label(reward: float, passed: bool, reason: str) -> str:
     return f"R {reward:.3f}" if passed else f"fail: {reason}"
 
 
+def is_curve(key: str) -> bool:
+    """The mixed reward, the gate pass rate, each term's mean (the gate's is its pass rate) and the
+    embedded scorer's parts."""
+    parts = key.split("/")
+    return key in ("reward", "gate/pass_rate") or (
+        len(parts) == 3 and parts[0] == "reward" and parts[1] != "gate" and parts[2] in ("mean", *PARTS))
+
+
 def curve_row(step: int, metrics: dict) -> dict[str, float]:
-    """The plotted metrics of one step: the mixed reward, the gate pass rate, each reward/* curve."""
+    """The plotted metrics of one step, out of everything the step logged."""
     row = {"step": step}
     for key, value in metrics.items():
-        if key in ("reward", "gate/pass_rate") or (key.startswith("reward/") and not key.endswith(CURVE_SKIP)):
-            value = float(value)
-            if math.isfinite(value):
-                row[key] = value
+        if is_curve(key) and math.isfinite(float(value)):
+            row[key] = float(value)
     return row
 
 
@@ -149,19 +156,21 @@ def svg_curve(title: str, points: list[tuple[int, float]], marks: list[int], wid
     dots = "".join(f'<circle cx="{sx(s):.1f}" cy="{sy(v):.1f}" r="2"/>' for s, v in points)
     ticks = "".join(f'<line x1="{sx(s):.1f}" x2="{sx(s):.1f}" y1="{height - bottom}" y2="{height - bottom + 4}"/>' for s in marks)
     return (
-        f'<svg class=curve width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">'
-        f'<text x="{left}" y="13" class=title>{html.escape(title)}</text>'
-        f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" class=frame/>'
-        f'<text x="{left - 4}" y="{top + 9}" class=ylab>{hi:.3f}</text>'
-        f'<text x="{left - 4}" y="{height - bottom}" class=ylab>{lo:.3f}</text>'
-        f'<text x="{left}" y="{height - 6}" class=xlab>step {x0}</text>'
-        f'<text x="{width - right}" y="{height - 6}" class=xlab text-anchor="end">{x1}</text>'
-        f'<g class=ticks>{ticks}</g><polyline points="{line}" class=line/><g class=dots>{dots}</g></svg>'
+        f'<svg class="curve" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">'
+        f'<text x="{left}" y="13" class="title">{html.escape(title)}</text>'
+        f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" class="frame"/>'
+        f'<text x="{left - 4}" y="{top + 9}" class="ylab">{hi:.3f}</text>'
+        f'<text x="{left - 4}" y="{height - bottom}" class="ylab">{lo:.3f}</text>'
+        f'<text x="{left}" y="{height - 6}" class="xlab">step {x0}</text>'
+        f'<text x="{width - right}" y="{height - 6}" class="xlab" text-anchor="end">{x1}</text>'
+        f'<g class="ticks">{ticks}</g><polyline points="{line}" class="line"/><g class="dots">{dots}</g></svg>'
     )
 
 
 def curve_panels(curve: list[dict], marks: list[int]) -> str:
-    keys = ["reward", "gate/pass_rate"] + sorted({k for row in curve for k in row} - {"step", "reward", "gate/pass_rate"})
+    logged = {k for row in curve for k in row if is_curve(k)} - {"reward", "gate/pass_rate"}
+    means = sorted(k for k in logged if k.endswith("/mean"))
+    keys = ["reward", "gate/pass_rate", *means, *sorted(logged - set(means))]
     panels = []
     for key in keys:
         points = [(row["step"], row[key]) for row in curve if key in row]
