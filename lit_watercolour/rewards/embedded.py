@@ -7,8 +7,8 @@ things watercolours tend to have and that a p5.brush sketch can get visibly wron
     over each other), measured as the entropy of their colour histogram;
   - paper white left open: painted coverage inside a target band (not blank, not edge to edge);
   - palette spread: the spread of hues among the saturated painted pixels;
-  - clean colour: painted pixels that are not mud, i.e. not greyed, brownish ink of middle or dark
-    value (low saturation, not a light tint): the first thing that reads as an overworked wash;
+  - clean colour: the share of painted pixels that are not mud: grey or greyed-brown ink of middle or
+    dark value (what overworked, over-mixed washes turn into); light tints and muted greens are clean;
   - style distance: closeness of those statistics to the reference pool's.
 Every part is a smooth function of the pixels (soft masks, sigmoids, Gaussians, no thresholds
 with plateaus), so renders in a GRPO group get different scores.
@@ -79,9 +79,12 @@ def image_stats(png: bytes) -> dict[str, float]:
     resultant = np.hypot((w * np.cos(hue)).sum(), (w * np.sin(hue)).sum()) / (w.sum() + 1e-6)
     palette = float(1.0 - resultant)  # 0: one hue, 1: hues all round the wheel
 
-    # mud: greyed (saturation under ~0.35) and not a light tint (value under ~0.8); a clean pigment
-    # keeps its saturation at any strength, and a thin clean wash is light
-    mud = _sigmoid((0.35 - sat) / 0.06) * _sigmoid((0.8 - mx) / 0.05)
+    # mud: grey (saturation under ~0.12, any hue) or a greyed warm brown (under ~0.4, hue near 30 degrees),
+    # of middle or dark value; a clean pigment keeps its saturation, a thin clean wash is light (value > 0.8),
+    # and muted greens and blues are not mud
+    warm = _sigmoid((np.cos(hue - np.pi / 6) - 0.8) / 0.05)
+    greyed = np.maximum(_sigmoid((0.12 - sat) / 0.03), _sigmoid((0.4 - sat) / 0.06) * warm)
+    mud = greyed * _sigmoid((0.8 - mx) / 0.05)
     clean = float(1.0 - (ink * mud).sum() / ink_sum)
 
     return {
