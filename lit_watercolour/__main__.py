@@ -8,7 +8,9 @@ paints the data's subjects with the policy (a trained adapter via `--ckpt_path` 
 
 from __future__ import annotations
 
+import logging
 import sys
+import warnings
 from pathlib import Path
 
 from lightning.pytorch.cli import LightningCLI
@@ -41,8 +43,24 @@ def with_default_config(args: list[str]) -> list[str]:
     return args
 
 
+def quiet_known_warnings() -> None:
+    """Silence the notices that are known not to apply to this program, each for the reason given."""
+    # Lightning 2.6's own pytree helper builds torch's deprecated LeafSpec: theirs to change, harmless here
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+    # peft reads transformers' deprecated `is_gradient_checkpointing` when it wraps the model: theirs to change
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    # AdapterCheckpoint is meant to save the state after the step (a resumed run goes on at the next step)
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization and every_n_train_steps")
+    # adverts for Lightning's cloud logging and model hosting, which an offline run does not use
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda record: not str(record.msg).startswith("💡 Tip"))
+
+
 def main(args: list[str] | None = None) -> WatercolourCLI:
-    return WatercolourCLI(args=with_default_config(sys.argv[1:] if args is None else args))
+    quiet_known_warnings()
+    if args is None:  # from the command line: LightningCLI reads sys.argv itself (given both, it warns)
+        sys.argv[1:] = with_default_config(sys.argv[1:])
+        return WatercolourCLI()
+    return WatercolourCLI(args=with_default_config(args))
 
 
 if __name__ == "__main__":

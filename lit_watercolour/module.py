@@ -145,6 +145,7 @@ class GRPOModule(pl.LightningModule):
                 # a tiny model's kernels are too small to split: extra threads only fight the renderer
                 torch.set_num_threads(self.cpu_threads)
             self.policy_model, self.tokenizer = load_policy(self.policy_config)
+            self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
         if self.sampler is None:  # built again after a teardown closed it
             self.sampler = build_sampler(
                 self.sampler_backend, self.policy_model, self.tokenizer, self.sampling_config, self.vllm_config

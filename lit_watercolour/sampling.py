@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
 from lit_watercolour.policy import adapter_merged, completion_logps
 
 
@@ -32,6 +33,9 @@ class SamplingConfig:
     # faster for small models, whose decoding steps are dominated by per-matmul overhead; costs
     # a copy of the adapted weights, so it is off for large ones
     merge_adapter: bool = False
+    # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
+    # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
+    lean_decode: bool = True
 
 
 @dataclass
@@ -136,24 +140,32 @@ class HFSampler:
         self.model.eval()  # gradient checkpointing is off in eval, so the KV cache is used
         chunks = []
         report = on_completion or (lambda row, text: None)
-        with adapter_merged(self.model) if c.merge_adapter else nullcontext():
+        lean = LeanDecoder(self.model) if c.lean_decode and supports(self.model) else None
+        merged = adapter_merged(self.model) if c.merge_adapter and lean is None else nullcontext()
+        with merged:
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 reporter = RowReporter(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
-                out = self.model.generate(
-                    input_ids=prompt_ids[lo:hi],
-                    attention_mask=prompt_mask[lo:hi],
-                    do_sample=True,
-                    temperature=c.temperature,
-                    top_p=c.top_p,
-                    top_k=c.top_k,
-                    max_new_tokens=c.max_completion_length,
-                    eos_token_id=self.stop_ids,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    use_cache=True,
-                    stopping_criteria=StoppingCriteriaList([reporter]),
-                )
-                ids = out[:, prompt_ids.shape[1] :]
+                if lean is not None:
+                    ids = lean.generate(
+                        prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
+                        lambda logits: sample_logits(logits, c.temperature, c.top_k, c.top_p),
+                        self.stop_ids, self.tokenizer.pad_token_id, on_step=lambda ids: reporter(ids, None),
+                    )
+                else:
+                    ids = self.model.generate(
+                        input_ids=prompt_ids[lo:hi],
+                        attention_mask=prompt_mask[lo:hi],
+                        do_sample=True,
+                        temperature=c.temperature,
+                        top_p=c.top_p,
+                        top_k=c.top_k,
+                        max_new_tokens=c.max_completion_length,
+                        eos_token_id=self.stop_ids,
+                        pad_token_id=self.tokenizer.pad_token_id,
+                        use_cache=True,
+                        stopping_criteria=StoppingCriteriaList([reporter]),
+                    )[:, prompt_ids.shape[1] :]
                 texts = [self.decode(row) for row in ids]
                 for i in sorted(set(range(hi - lo)) - reporter.reported):  # cut off at max_completion_length
                     report(lo + i, texts[i])

@@ -1,15 +1,16 @@
 """Time the rollout phase of the default run on a CPU: sample a group, render it, gate it.
 
 Runs `GRPOModule.rollout` (the training step's own code) with the shipped tiny policy and a
-warm Chromium pool, for settings given as `generation_batch_size:merge_adapter[:pixel_density]`:
+warm Chromium pool, for settings given as `generation_batch_size:merge_adapter[:pixel_density[:lean_decode]]`:
 
-    python scripts/bench_rollout.py --variants 4:false:1 8:false:1 8:true:1 8:true:0.5 --repeats 3
+    python scripts/bench_rollout.py --variants 8:true:0.5:false 8:true:0.5:true --repeats 3
 
 - `4:false:1`: two `generate` calls of 4 rows, the adapter applied as a side branch of every linear;
 - `8:false:1`: one call of 8 rows; each row is handed to the renderer the step it ends;
 - `8:true:1`:  the same with the adapter merged into the base weights while decoding;
-- `8:true:0.5`: the default config: renders captured at 256x256.
-Sampling uses the default config's top_p 0.95 / top_k 20 unless told otherwise.
+- `8:true:0.5`: renders captured at 256x256, decoded by transformers `generate`;
+- `8:true:0.5:true`: the default config: the same, decoded by `lit_watercolour.decoding` (lean_decode).
+Sampling uses the default config's top_p 0.95 / top_k 0 (off) unless told otherwise.
 
 Every variant samples the same prompts with the same seeds, after one warm-up rollout. Printed
 per variant: mean seconds of sampling and of the whole rollout (until the last render is back),
@@ -43,9 +44,9 @@ def rollout_seconds(module: GRPOModule, prompt: Prompt, n: int, seed: int) -> di
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--variants", nargs="+", default=["8:true:1", "8:true:0.5"])
+    ap.add_argument("--variants", nargs="+", default=["8:true:0.5:false", "8:true:0.5:true"])
     ap.add_argument("--top-p", type=float, default=0.95)
-    ap.add_argument("--top-k", type=int, default=20)
+    ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=1024)
@@ -53,9 +54,11 @@ def main() -> None:
     args = ap.parse_args()
     results = []
     for variant in args.variants:
-        batch_size, merge, density = (variant.split(":") + ["1"])[:3]
+        parts = variant.split(":")
+        batch_size, merge, density, lean = parts + ["1", "false"][len(parts) - 2 :]
         sampling = SamplingConfig(max_completion_length=args.max_completion_length, generation_batch_size=int(batch_size),
-                                  merge_adapter=merge.lower() == "true", top_p=args.top_p, top_k=args.top_k)
+                                  merge_adapter=merge.lower() == "true", top_p=args.top_p, top_k=args.top_k,
+                                  lean_decode=lean.lower() == "true")
         module = GRPOModule(policy=PolicyConfig(model=POLICY, dtype="float32", gradient_checkpointing=False),
                             sampling=sampling, render_pool_size=args.render_pool_size, cpu_threads=1,
                             render_kwargs={"pixel_density": float(density)})

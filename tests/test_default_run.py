@@ -34,8 +34,15 @@ def test_default_fit_logs_rewards_and_writes_a_gallery(tmp_path):
     gallery = logs / "gallery"
     html = (gallery / "gallery.html").read_text()
     entries = json.loads((gallery / "gallery.json").read_text())
-    assert len(entries) == 8 and all(e["step"] == 1 for e in entries)  # one group of 8 at step 1
+    assert len(entries) == 16 and {e["step"] for e in entries} == {1, 2}  # a group of 8 at the first and the last step
     painted = [e for e in entries if e["png"]]
     assert painted and all((gallery / e["png"]).stat().st_size > 1000 for e in painted)
     assert all(e["png"] in html for e in painted)
-    assert (gallery / "contact_step_00001.png").exists()
+    assert (gallery / "contact_step_00001.png").exists() and (gallery / "contact_step_00002.png").exists()
+    # the run's curves and both its first and last snapshot, side by side and each reachable
+    assert 'aria-label="reward (the mix)"' in html and 'aria-label="gate pass rate"' in html
+    assert html.count("<circle") >= 2 * 4 and 'id="step-1"' in html and 'id="step-2"' in html
+    side = html[html.index("Earliest against latest"):html.index("Every snapshot")]
+    assert 'href="#step-1"' in side and 'href="#step-2"' in side
+    assert len(list((run_dir / "default" / "renders" / "step_00002").glob("*.png"))) == len(
+        [e for e in entries if e["step"] == 2 and e["png"]])  # every step's renders kept for export

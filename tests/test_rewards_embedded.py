@@ -63,3 +63,35 @@ def test_fast_on_512_renders():
     for p in pngs:
         image_stats(p)
     assert (time.process_time() - t0) / len(pngs) < 0.05
+
+
+def washes(colours: list[str], alpha: int = 150) -> bytes:
+    """Soft translucent blobs on cream paper: the same shapes in whatever colours are given."""
+    from PIL import ImageDraw, ImageFilter
+
+    paper = Image.new("RGB", (256, 256), "#fbf7ee")
+    for i, colour in enumerate(colours):
+        layer = Image.new("RGBA", paper.size, (0, 0, 0, 0))
+        ImageDraw.Draw(layer).ellipse((30 + 40 * i, 50 + 20 * i, 130 + 40 * i, 170 + 20 * i), fill=colour + f"{alpha:02x}")
+        paper.paste(layer.filter(ImageFilter.GaussianBlur(4)), (0, 0), layer.filter(ImageFilter.GaussianBlur(4)))
+    buf = io.BytesIO()
+    paper.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_clean_colour_penalises_mud_not_light_tints_or_greens(scorer):
+    """The corpus's mud (greyed browns) scores low; its flowers' pigments, strong or as light tints,
+    and its muted leaf greens score high; the part falls smoothly with the share of muddy ink."""
+    clean = scorer.parts(washes(["#f08a6c", "#e8735a", "#c2185b"]))["clean"]
+    tints = scorer.parts(washes(["#f6a57f", "#fbc4a0", "#f4a6c1"], alpha=90))["clean"]
+    greens = scorer.parts(washes(["#6b8e4e", "#4f7a3a"]))["clean"]
+    one_mud = scorer.parts(washes(["#f08a6c", "#7a6a55", "#c2185b"]))["clean"]
+    two_mud = scorer.parts(washes(["#f08a6c", "#7a6a55", "#5e5346"]))["clean"]
+    mud = scorer.parts(washes(["#6b5b4b", "#7a6a55", "#5e5346"]))["clean"]
+    assert min(clean, tints, greens) > 0.85 and mud < 0.3
+    assert mud < two_mud < one_mud < clean
+    s = scorer.score(as_rollouts([washes(["#f08a6c", "#e8735a", "#c2185b"]), washes(["#6b5b4b", "#7a6a55", "#5e5346"])]))
+    assert s[0] > s[1]
+    pool = ReferencePool.load()
+    tier = {t: np.mean([scorer.parts(r.png)["clean"] for r in pool.by_tier[t]]) for t in pool.tiers}
+    assert tier["love"] > tier["okay"]

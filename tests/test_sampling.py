@@ -5,6 +5,7 @@ import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour import grpo
+from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
 from lit_watercolour.sampling import HFSampler, RowReporter, SamplingConfig, completion_mask_and_truncation
 
@@ -94,9 +95,72 @@ def test_merged_adapter_decodes_the_same_policy_and_restores_the_base_exactly(po
                 p.normal_(0, 0.5)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     prompts = ["<|im_start|>user\nPaint a heron<|im_end|>\n<|im_start|>assistant\n"]
-    batches = [HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=16, merge_adapter=merge)).sample(prompts, n=2)
+    batches = [HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=16, merge_adapter=merge, lean_decode=False)).sample(prompts, n=2)
                for merge in (False, True)]
     assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)  # greedy: same tokens
     torch.testing.assert_close(batches[0].logps, batches[1].logps, atol=1e-5, rtol=1e-5)
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n  # bit-exact, not merged-then-subtracted
+
+
+def test_lean_decoding_is_generate_token_for_token(policy):
+    """Greedy, with a trained unmerged adapter and prompts of different lengths (left padding):
+    the lean loop and transformers `generate` pick the same tokens and report the same rows."""
+    model, tokenizer = policy
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.3)
+    prompts = ["<|im_start|>user\nPaint a heron by a lake<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>user\nA pear<|im_end|>\n"]
+    batches, seen = [], []
+    for lean in (False, True):
+        reported = []
+        sampler = HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=24, lean_decode=lean))
+        batches.append(sampler.sample(prompts, n=2, on_completion=lambda row, text: reported.append((row, text))))
+        seen.append(sorted(reported))
+    assert supports(model)
+    assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)
+    assert batches[0].texts == batches[1].texts and seen[0] == seen[1] and len(seen[1]) == 4
+    torch.testing.assert_close(batches[0].logps, batches[1].logps)
+
+
+def test_lean_decoder_logits_match_the_model_forward(policy):
+    """Step by step, the lean decoder's next-token logits are the model's own on the same tokens."""
+    model, tokenizer = policy
+    model.eval()
+    enc = tokenizer(["<|im_start|>user\nA fox in snow<|im_end|>\n", "<|im_start|>user\nA pear<|im_end|>\n"],
+                    return_tensors="pt", padding=True, padding_side="left")
+    captured = []
+
+    def greedy(logits):
+        captured.append(logits)
+        return logits.argmax(-1)
+
+    ids = LeanDecoder(model).generate(enc.input_ids, enc.attention_mask, 6, greedy, stop_ids=[-1], pad_id=0)
+    full = torch.cat([enc.input_ids, ids], 1)
+    mask = torch.cat([enc.attention_mask, torch.ones_like(ids)], 1)
+    with torch.no_grad():
+        ref = model(input_ids=full, attention_mask=mask).logits[:, enc.input_ids.shape[1] - 1 : -1].float()
+    torch.testing.assert_close(torch.stack(captured, 1), ref, atol=1e-4, rtol=1e-4)
+    model.train()
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 0.95), (0.7, 20, 0.9), (1.0, 5, 1.0), (1.3, 0, 0.5)])
+def test_sample_logits_draws_from_the_warped_distribution(temperature, top_k, top_p):
+    """Empirical frequencies against transformers' own temperature / top-k / top-p warpers; a small
+    `head` makes the fall-back to the full sort happen too."""
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 60) * 3
+    ref = logits / temperature
+    if top_k:
+        ref = TopKLogitsWarper(top_k)(None, ref)
+    if top_p < 1:
+        ref = TopPLogitsWarper(top_p)(None, ref)
+    ref = ref.softmax(-1)
+    n = 40000
+    draws = sample_logits(logits.repeat_interleave(n, 0), temperature, top_k, top_p, head=4).view(2, n)
+    freq = torch.stack([torch.bincount(d, minlength=60).float() / n for d in draws])
+    assert ((freq > 0) <= (ref > 0)).all()  # never a token the warpers remove
+    assert (freq - ref).abs().max() < 0.012

@@ -7,6 +7,8 @@ things watercolours tend to have and that a p5.brush sketch can get visibly wron
     over each other), measured as the entropy of their colour histogram;
   - paper white left open: painted coverage inside a target band (not blank, not edge to edge);
   - palette spread: the spread of hues among the saturated painted pixels;
+  - clean colour: the share of painted pixels that are not mud: grey or greyed-brown ink of middle or
+    dark value (what overworked, over-mixed washes turn into); light tints and muted greens are clean;
   - style distance: closeness of those statistics to the reference pool's.
 Every part is a smooth function of the pixels (soft masks, sigmoids, Gaussians, no thresholds
 with plateaus), so renders in a GRPO group get different scores.
@@ -30,7 +32,7 @@ from lit_watercolour.rollout import Rollout
 
 SIZE = 256  # statistics are computed at 256x256: enough for edges and tones, a few ms per image
 FEATURES = ("coverage", "softness", "layering", "palette", "saturation", "ink_luma")
-PARTS = ("paper", "softness", "layering", "palette", "style")
+PARTS = ("paper", "softness", "layering", "palette", "clean", "style")
 
 
 def _sigmoid(x: np.ndarray | float) -> np.ndarray | float:
@@ -77,11 +79,20 @@ def image_stats(png: bytes) -> dict[str, float]:
     resultant = np.hypot((w * np.cos(hue)).sum(), (w * np.sin(hue)).sum()) / (w.sum() + 1e-6)
     palette = float(1.0 - resultant)  # 0: one hue, 1: hues all round the wheel
 
+    # mud: grey (saturation under ~0.12, any hue) or a greyed warm brown (under ~0.4, hue near 30 degrees),
+    # of middle or dark value; a clean pigment keeps its saturation, a thin clean wash is light (value > 0.8),
+    # and muted greens and blues are not mud
+    warm = _sigmoid((np.cos(hue - np.pi / 6) - 0.8) / 0.05)
+    greyed = np.maximum(_sigmoid((0.12 - sat) / 0.03), _sigmoid((0.4 - sat) / 0.06) * warm)
+    mud = greyed * _sigmoid((0.8 - mx) / 0.05)
+    clean = float(1.0 - (ink * mud).sum() / ink_sum)
+
     return {
         "coverage": coverage,
         "softness": float(np.clip(softness, 0.0, 1.0)),
         "layering": float(np.clip(layering, 0.0, 1.0)),
         "palette": palette,
+        "clean": clean,
         "saturation": float((ink * sat).sum() / ink_sum),
         "ink_luma": float((ink * luma).sum() / ink_sum),
     }
@@ -120,6 +131,7 @@ class EmbeddedScorer(RewardTerm):
             "softness": s["softness"],
             "layering": s["layering"],
             "palette": s["palette"],
+            "clean": s["clean"],
             "style": style_score(s, self.style_mean, self.style_std),
         }
 
