@@ -124,6 +124,15 @@
     }
   }
   for (const name of ["createImageBitmap", "ImageDecoder"]) define(window, name, blocker("load", name));
+  // Blobs and Files live outside V8's heap (the browser keeps them, then spills them to disk), and a sketch
+  // has no use for one (saving and loading are refused): making one is a load. p5 itself makes none at load.
+  for (const name of ["Blob", "File"]) {
+    const Native = window[name];
+    define(window, name, function (...args) {
+      if (armed) { record(`load:${name}`); throw new Error(`${name} is not available in the sandbox`); }
+      return Reflect.construct(Native, args, new.target || Native);
+    });
+  }
   // Storage and page state.
   for (const name of ["localStorage", "sessionStorage", "indexedDB", "caches", "cookieStore"]) guardGetter(window, name, "dom");
   guardGetter(Document.prototype, "cookie", "dom");

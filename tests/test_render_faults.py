@@ -176,7 +176,7 @@ def test_a_sketch_that_navigates_its_page_fails_with_dom(render_pool, move):
     code = SMALL.replace("brush.noStroke();", f"{move};")
     result = render_pool.submit(code, 0).result()
     assert not result.infra_error and not result.timed_out
-    assert "dom:navigation" in result.violations
+    assert any(v.startswith("dom:") for v in result.violations)  # blocked in the page, or seen navigating
     assert gate(code, result).reason == "dom"
 
 

@@ -1,5 +1,5 @@
-// expect: runtime_error|timeout|infra_error
-// class 8: ArrayBuffers kept until memory runs out (outside V8's heap cap). needs: pool-memory-cap
+// expect: runtime_error|timeout
+// class 8: ArrayBuffers kept until memory runs out (outside V8's heap cap).
 function setup() {
   createCanvas(512, 512, WEBGL);
   noLoop();

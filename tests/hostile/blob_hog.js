@@ -1,5 +1,5 @@
-// expect: runtime_error|timeout|infra_error
-// class 8: Blobs of hundreds of MiB kept in the renderer. needs: pool-memory-cap
+// expect: external_load
+// class 8: Blobs of hundreds of MiB kept in the renderer. Blob is refused as a load; the memory cap backs it up
 function setup() {
   createCanvas(512, 512, WEBGL);
   noLoop();

@@ -1,5 +1,5 @@
-// expect: runtime_error|timeout|infra_error
-// class 8: ImageData buffers kept until memory runs out (off V8's heap). needs: pool-memory-cap
+// expect: runtime_error|timeout
+// class 8: ImageData buffers kept until memory runs out (off V8's heap).
 function setup() {
   createCanvas(512, 512, WEBGL);
   noLoop();
