@@ -113,9 +113,13 @@ class LeanDecoder:
         stop_ids: list[int],
         pad_id: int,
         on_step: Callable[[Tensor], None] | None = None,
-    ) -> Tensor:
-        """Completion ids [B, <=max_new_tokens] after left-padded prompts; a row that has ended is
-        padded with `pad_id`. `on_step(prompt and completion ids so far)` runs after every token."""
+        temperature: float = 1.0,
+    ) -> tuple[Tensor, Tensor]:
+        """Completion ids [B, <=max_new_tokens] after left-padded prompts, a row that has ended padded
+        with `pad_id`, and each token's log-prob under softmax(logits / temperature) (no top-k/top-p:
+        the trainer's log-probs; padding positions hold junk for the caller's mask), read off the
+        logits that drew it, so no second forward is needed. `on_step(prompt and completion ids so
+        far)` runs after every token."""
         B, P = prompt_ids.shape
         H, KV, D = self.heads, self.kv_heads, self.head_dim
         g, scale = H // KV, D**-0.5
@@ -143,12 +147,14 @@ class LeanDecoder:
 
         out = torch.full((B, total), pad_id, dtype=torch.long, device=device)
         out[:, :P] = prompt_ids
+        logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=device)
         stop = torch.tensor(stop_ids, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
         pos = positions[:, -1]
         steps = 0
         for t in range(max_new_tokens):
             token = sample(logits).masked_fill(done, pad_id)
+            logps[:, t] = (logits / temperature).log_softmax(-1).gather(-1, token[:, None])[:, 0]
             col = P + t
             out[:, col] = token
             steps = t + 1
@@ -169,7 +175,7 @@ class LeanDecoder:
                 return o.reshape(B, H, 1, D)
 
             logits = self._logits(self._layers(self.embed[token][:, None], c, s, attend_step)[:, 0])
-        return out[:, P : P + steps]
+        return out[:, P : P + steps], logps[:, :steps]
 
 
 def sample_logits(logits: Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0, head: int = 64) -> Tensor:

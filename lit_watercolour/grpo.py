@@ -375,6 +375,7 @@ def grpo_loss(
 
 
 def _nan_extreme(x: Tensor, reduce) -> Tensor:
-    """min/max over the non-NaN entries of x; NaN when there are none."""
-    x = x[~torch.isnan(x)]
-    return reduce(x) if x.numel() else x.new_tensor(float("nan"))
+    """min/max over the non-NaN entries of x; NaN when there are none. No host sync (boolean indexing would wait for the GPU)."""
+    nan = torch.isnan(x)
+    fill = float("inf") if reduce is torch.min else float("-inf")
+    return torch.where(nan.all(), float("nan"), reduce(torch.where(nan, fill, x)))

@@ -1,9 +1,12 @@
 """An asyncio pool of warm headless-Chromium pages, spread over several browsers, that render
 p5.brush sketches.
 
-Each render gets a fresh browser context (state never leaks between sketches: p5.brush's
-`scaleBrushes` compounds, globals linger), but the context is opened and p5 + p5.brush are
-parsed ahead of time, while earlier sketches paint, so a render pays only for its own JS.
+Each render gets a fresh document, a new JS realm (state never leaks between sketches: p5.brush's
+`scaleBrushes` compounds, globals linger), loaded with p5 + p5.brush ahead of time, while earlier
+sketches paint, so a render pays only for its own JS. The page of a sketch that finished cleanly
+(no error, no violation) gets the next document in place: same context and renderer process, the
+libraries compiled from the context's code cache, about a fifth of the CPU of a new context. Any
+other page has its context closed, which kills its renderer.
 The page (renderer/sandbox.html + prelude.js + harness.js) reports when p5.brush has
 flushed its last frame; there are no sleeps. A sketch that loops forever is cut off by
 `asyncio.wait_for` (Playwright's own timeouts do not fire while page JS spins) and its
@@ -134,6 +137,7 @@ CLOSE_TIMEOUT_S = 3.0  # one browser's close() before its processes are killed
 CLOSE_BUDGET_S = 10.0  # the whole of RenderPool.close()
 SOLO_BACKSTOP = 4.0  # a sketch alone is cut off at this many times its limit of wall clock
 SOLO_POLL_S = 0.1
+RELOAD_TIMEOUT_S = 10.0  # a new document in a used page takes ~0.2 s; longer means its last sketch left a loop running
 CANARY_TIMEOUT_S = 10.0  # a one-pixel WebGL page; longer means the GPU process is wedged or starved
 
 
@@ -289,11 +293,12 @@ class _WarmPage:
     """A context with the sandbox loaded and p5 + p5.brush parsed, waiting for one sketch."""
 
     context: BrowserContext
-    page: Page
+    page: Page | None
     crashed: asyncio.Future
     violations: list[str]  # requests the router refused, seen outside the page
     owner: _Browser
     destroyed: list[str] = field(default_factory=list)  # frames navigated away after load
+    loaded: bool = False  # the sandbox document is in; a later request for it is the sketch's
 
 
 class RenderPool:
@@ -317,6 +322,9 @@ class RenderPool:
     memory_cap_gib: RLIMIT_DATA of every browser process, in GiB; 0 for none.
     accelerated_canvas2d: on the gpu backend, let Canvas2D (p5.brush's fill masks) draw on the
         GPU too (never on SwiftShader, where it is ~25x slower).
+    reuse_pages: after a clean render, load a new sandbox document into the same page (same
+        context and renderer process, code cache warm) instead of opening a new context: about a
+        fifth of the CPU of a new page (README, "Rendering"). False: a new context per render.
     """
 
     def __init__(
@@ -333,6 +341,7 @@ class RenderPool:
         render_backend: Backend = "auto",
         memory_cap_gib: float = 4.0,
         accelerated_canvas2d: bool = False,
+        reuse_pages: bool = True,
     ) -> None:
         if size < 1:
             raise ValueError("size must be >= 1")
@@ -360,6 +369,8 @@ class RenderPool:
         self.browsers = browsers or default_browsers(self.backend, size)
         self.memory_cap_gib = memory_cap_gib
         self.accelerated_canvas2d = accelerated_canvas2d
+        self.reuse_pages = reuse_pages
+        self.pages_reused = 0  # renders that got a reloaded page rather than a new context
         self.renderer: str | None = None  # what WebGL reported at start-up
         self._assets = _assets()
         self._playwright = None
@@ -372,6 +383,7 @@ class RenderPool:
         self._browser_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(size)
         self._warm: asyncio.Queue[asyncio.Future] = asyncio.Queue()
+        self._warming: set[asyncio.Future] = set()  # pages being opened or reloaded
         self._closed = False
 
     async def __aenter__(self) -> RenderPool:
@@ -411,10 +423,9 @@ class RenderPool:
             log.info("render pool: %s backend, %d browsers x %d pages, WebGL renderer %r",
                      self.backend, self.browsers, self.size, self.renderer)
             self._active = [first]
-            tasks = [asyncio.ensure_future(self._new_page()) for _ in range(self.size)]
-            for task in tasks:
-                self._warm.put_nowait(task)
-            await asyncio.wait(tasks)  # the pool is warm when start() returns
+            for _ in range(self.size):
+                self._queue_page(self._new_page())
+            await self.settled()  # the pool is warm when start() returns
         except BaseException:
             await self.close()
             raise
@@ -601,45 +612,81 @@ class RenderPool:
             service_workers="block",
             accept_downloads=False,
         )
-        violations: list[str] = []
-        loaded = False
-
-        async def route(route):
-            path = route.request.url.removeprefix(ORIGIN).split("?")[0]
-            asset = self._assets.get(path) if route.request.url.startswith(ORIGIN + "/") else None
-            if asset is None or (path == "/index.html" and loaded):
-                violations.append("network:request")
-                await route.abort()
-            else:
-                await route.fulfill(status=200, body=asset[0], content_type=asset[1])
-
         try:
+            warm = _WarmPage(context, None, asyncio.get_running_loop().create_future(), [], owner)
+
+            async def route(route):
+                path = route.request.url.removeprefix(ORIGIN).split("?")[0]
+                asset = self._assets.get(path) if route.request.url.startswith(ORIGIN + "/") else None
+                if asset is None or (path == "/index.html" and warm.loaded):
+                    warm.violations.append("network:request")
+                    await route.abort()
+                else:
+                    await route.fulfill(status=200, body=asset[0], content_type=asset[1])
+
             await context.route("**/*", route)
-            page = await context.new_page()
-            crashed = asyncio.get_running_loop().create_future()
-            page.on("crash", lambda _: crashed.done() or crashed.set_exception(_PageCrashed("page crashed")))
-            await page.goto(ORIGIN + "/index.html", wait_until="load")
-            loaded = True
-            warm = _WarmPage(context, page, crashed, violations, owner)
+            warm.page = page = await context.new_page()
+            page.on("crash", lambda _: warm.crashed.done() or warm.crashed.set_exception(_PageCrashed("page crashed")))
             page.on("framenavigated", lambda frame: warm.destroyed.append(frame.url))
-            if not await page.evaluate("() => window.__lw && window.__lw.ready === true"):
-                raise RuntimeError("sandbox page did not load its harness")
+            await self._load(warm)
         except BaseException:
             await asyncio.shield(self._close_context(context))
             raise
         return warm
 
+    @staticmethod
+    async def _load(warm: _WarmPage) -> None:
+        """A fresh sandbox document in the page: a new JS realm with p5 + p5.brush parsed (from the
+        context's code cache when the page is reused) and the harness armed."""
+        warm.loaded = False  # the router lets exactly this navigation fetch the sandbox page
+        await warm.page.goto(ORIGIN + "/index.html", wait_until="load")
+        warm.loaded = True
+        if not await warm.page.evaluate("() => window.__lw && window.__lw.ready === true"):
+            raise RuntimeError("sandbox page did not load its harness")
+        # what the previous document and this navigation left behind is not the next sketch's
+        warm.violations.clear()
+        warm.destroyed.clear()
+        if warm.crashed.done():
+            warm.crashed = asyncio.get_running_loop().create_future()
+
+    async def _reload_or_new(self, warm: _WarmPage) -> _WarmPage:
+        """The page of a render that finished cleanly, with a new document; a page that does not
+        reload in time (its last sketch left a loop running) is closed and a new one warmed. Memory
+        that a renderer gathers over many documents goes with its browser (`relaunch_every`)."""
+        if warm.owner.usable():
+            try:
+                await asyncio.wait_for(self._load(warm), RELOAD_TIMEOUT_S)
+                self.pages_reused += 1
+                return warm
+            except (PlaywrightError, RuntimeError, asyncio.TimeoutError):
+                pass
+        await self._discard(warm)
+        return await self._new_page()
+
+    def _queue_page(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
+        self._warm.put_nowait(task)
+
+    async def settled(self) -> None:
+        """Wait until no page is being opened or reloaded (the pool's work of past renders is done:
+        scripts/bench_render.py reads the CPU time then)."""
+        while self._warming:
+            await asyncio.wait(set(self._warming))
+
     async def _take_page(self) -> _WarmPage:
-        """A warm page, counted busy until `_discard`; its replacement starts warming at once.
-        A page warmed on a browser that has since died or been retired is skipped, not handed
-        out (it would spend the render's one retry)."""
+        """A warm page, counted busy until `_discard`. When it was the last one ready or warming, a
+        new one starts warming at once (pages of clean renders come back reloaded, `_recycle`).
+        A page warmed on a browser that has since died or been retired is skipped, not handed out
+        (it would spend the render's one retry)."""
         failures = 0
         while True:
             if self._closed:
                 raise RuntimeError("the render pool is closed")
             task = await self._warm.get()
-            if not self._closed:
-                self._warm.put_nowait(asyncio.ensure_future(self._new_page()))
+            if not self._closed and self._warm.empty():
+                self._queue_page(self._new_page())
             try:
                 warm = await task
             except _Retired:
@@ -651,6 +698,14 @@ class RenderPool:
                 continue
             if warm.owner.usable():
                 return warm
+            await self._discard(warm)
+
+    async def _recycle(self, warm: _WarmPage, clean: bool) -> None:
+        """After a render: the page of a clean one (no error, no violation: the sketch did nothing
+        the gate forbids) is reloaded for the next sketch, up to `size` + 1 spare pages; others are closed."""
+        if clean and self.reuse_pages and not self._closed and warm.owner.usable() and self._warm.qsize() <= self.size:
+            self._queue_page(self._reload_or_new(warm))
+        else:
             await self._discard(warm)
 
     async def render(self, code: str, seed: int = 0, timeout_s: float | None = None) -> RenderResult:
@@ -677,6 +732,7 @@ class RenderPool:
             owner.gpu_pid = await self._gpu_pid(owner)
         gpu_before = owner.gpu_pid
         lane = _Lane(shared=bool(owner.painting))
+        clean = False
         for other in owner.painting:
             other.shared = True
         owner.painting.add(lane)
@@ -696,12 +752,13 @@ class RenderPool:
                 owner.gpu_pid = gpu_now
                 await self._retire(owner)
                 raise _Suspect("the GPU process was replaced while the sketch painted")
+            clean = result.png is not None and result.error is None and not result.violations
             return result
         except _PageCrashed as exc:
             raise _Suspect(str(exc)) from exc
         finally:
             owner.painting.discard(lane)
-            await self._discard(warm)
+            await self._recycle(warm, clean)
 
     async def _paint(self, warm: _WarmPage, code: str, seed: int, timeout_s: float, clock: _OwnClock | None, lane: _Lane | None = None) -> RenderResult:
         """Run the sketch on a warm page. Beside other pages of its browser (`lane.shared`): cut
@@ -740,6 +797,8 @@ class RenderPool:
         png = None
         if (report.get("png") or "").startswith("data:image/png;base64,"):
             png = base64.b64decode(report["png"].split(",", 1)[1])
+        # off the event loop (PNG decoding and numpy release the GIL): ~20-30 ms a 512 image
+        fraction = await asyncio.to_thread(painted_fraction, png) if png else 0.0
         return RenderResult(
             png=png,
             error=report.get("error"),
@@ -747,7 +806,7 @@ class RenderPool:
             elapsed_s=time.monotonic() - start,
             js_s=float(report.get("js_ms", 0.0)) / 1000.0,
             calls={str(k): int(v) for k, v in report.get("calls", {}).items()},
-            painted_fraction=painted_fraction(png) if png else 0.0,
+            painted_fraction=fraction,
             violations=sorted(set(report.get("violations", [])) | set(warm.violations)),
             width=int(report.get("width", 0)),
             height=int(report.get("height", 0)),

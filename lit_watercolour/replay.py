@@ -96,6 +96,9 @@ class ReplaySampler:
     def sync_weights(self, model) -> None:
         self.inner.sync_weights(model)
 
+    def close(self) -> None:
+        self.inner.close()
+
     def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         first = self.rows_done
 

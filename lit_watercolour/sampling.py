@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from lit_watercolour import graph_decoding
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
 from lit_watercolour.policy import adapter_merged, completion_logps
 
@@ -36,6 +37,8 @@ class SamplingConfig:
     # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
     # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
     lean_decode: bool = True
+    # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
+    graph_decode: bool = True
 
 
 @dataclass
@@ -119,6 +122,7 @@ class HFSampler:
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig) -> None:
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.stop_ids = stop_token_ids(model, tokenizer)
+        self.decode_path = "not run"  # how the last `sample` decoded: generate, lean, cuda-graph or eager
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation runs on the live model: nothing to copy
@@ -138,20 +142,24 @@ class HFSampler:
         prompt_ids, prompt_mask = enc.input_ids.to(device), enc.attention_mask.to(device)
         was_training = self.model.training
         self.model.eval()  # gradient checkpointing is off in eval, so the KV cache is used
-        chunks = []
+        chunks, lean_logps = [], []
         report = on_completion or (lambda row, text: None)
         lean = LeanDecoder(self.model) if c.lean_decode and supports(self.model) else None
+        if lean is None and c.graph_decode and device.type == "cuda" and graph_decoding.supports(self.model):
+            lean = graph_decoding.GraphDecoder(self.model)
         merged = adapter_merged(self.model) if c.merge_adapter and lean is None else nullcontext()
         with merged:
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 reporter = RowReporter(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
                 if lean is not None:
-                    ids = lean.generate(
+                    ids, lps = lean.generate(
                         prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
                         lambda logits: sample_logits(logits, c.temperature, c.top_k, c.top_p),
                         self.stop_ids, self.tokenizer.pad_token_id, on_step=lambda ids: reporter(ids, None),
+                        temperature=c.temperature,
                     )
+                    lean_logps.append(lps)
                 else:
                     ids = self.model.generate(
                         input_ids=prompt_ids[lo:hi],
@@ -170,13 +178,17 @@ class HFSampler:
                 for i in sorted(set(range(hi - lo)) - reporter.reported):  # cut off at max_completion_length
                     report(lo + i, texts[i])
                 chunks.append((ids, texts))
+            self.decode_path = "generate" if lean is None else getattr(lean, "path", "lean")
             width = max(ids.shape[1] for ids, _ in chunks)
             pad = self.tokenizer.pad_token_id
             completion_ids = torch.cat([torch.nn.functional.pad(ids, (0, width - ids.shape[1]), value=pad) for ids, _ in chunks])
             completion_mask, truncated = completion_mask_and_truncation(completion_ids, self.stop_ids)
-            logps = completion_logps(
-                self.model, prompt_ids, prompt_mask, completion_ids, completion_mask, c.temperature, c.logprob_batch_size
-            )[0]
+            if lean is not None:  # read off while decoding: no second forward over the batch
+                logps = torch.cat([torch.nn.functional.pad(lps, (0, width - lps.shape[1])) for lps in lean_logps])
+            else:
+                logps = completion_logps(
+                    self.model, prompt_ids, prompt_mask, completion_ids, completion_mask, c.temperature, c.logprob_batch_size
+                )[0]
         self.model.train(was_training)
         return SampleBatch(
             prompt_ids=prompt_ids,

@@ -22,6 +22,8 @@
       });
     } catch (e) { /* absent here */ }
   };
+  // window.name outlives the document when the pool reuses the page: each sketch starts with none.
+  window.name = "";
   const realNow = performance.now.bind(performance);
   const realRaf = window.requestAnimationFrame.bind(window);
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
+import os
 import time
+from collections import Counter
 from pathlib import Path
 
 from playwright.async_api import async_playwright
@@ -60,6 +61,63 @@ READY = """(() => {
 })();"""
 
 
+def _read(pid: int | str, name: str) -> str | None:
+    try:
+        with open(f"/proc/{pid}/{name}") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _kind(cmdline: str, pid: int, me: int) -> str:
+    """Chromium's process type (renderer, gpu-process, utility, zygote: the renderers it reaped),
+    browser, driver (Playwright's node) or python."""
+    if pid == me:
+        return "python"
+    args = cmdline.split("\0")
+    kind = next((a.removeprefix("--type=") for a in args if a.startswith("--type=")), None)
+    if kind is None:  # Chromium rewrites its command line into one string
+        kind = next((a.removeprefix("--type=") for a in cmdline.split() if a.startswith("--type=")), None)
+    return kind or ("driver" if "node" in (args[0] or "") else "browser")
+
+
+def tree_cpu() -> Counter:
+    """CPU seconds by process kind of this process and every process below it (Playwright's driver,
+    the browsers and their renderer, GPU and utility processes): each descendant's own time plus
+    the time of the children it has reaped (renderers of closed pages land in `zygote`), from
+    /proc. Wall clock depends on the machine's load; CPU time does not, so it is the figure to
+    compare across machines and runs."""
+    me = os.getpid()
+    parent, ticks = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _read(entry, "stat")) is not None:
+            fields = stat.rsplit(")", 1)[1].split()
+            parent[int(entry)] = int(fields[1])
+            ticks[int(entry)] = sum(int(v) for v in fields[11:15])
+
+    def below_me(pid: int) -> bool:
+        while pid in parent and pid > 1:
+            pid = parent[pid]
+            if pid == me:
+                return True
+        return False
+
+    hz = os.sysconf("SC_CLK_TCK")
+    times = os.times()
+    cpu = Counter({"python": times.user + times.system})  # not its reaped children: earlier runs' drivers
+    for pid, t in ticks.items():
+        if below_me(pid):
+            cpu[_kind(_read(pid, "cmdline") or "", pid, me)] += t / hz
+    return cpu
+
+
+def per_render(before: Counter, after: Counter, renders: int) -> str:
+    """'1.93 (renderer 1.10, gpu-process 0.41, ...)': core-seconds per render, largest parts first."""
+    parts = {k: (after[k] - before[k]) / renders for k in after}
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.01)
+    return f"{sum(parts.values()):.2f} ({shown})"
+
+
 def recipe_html(code: str) -> str:
     modules = RENDERER_DIR / "node_modules"
     libs = [(modules / "p5" / "lib" / "p5.min.js").read_text(), (modules / "p5.brush" / "dist" / "p5.brush.js").read_text()]
@@ -67,8 +125,8 @@ def recipe_html(code: str) -> str:
     return f"<!doctype html><html><head><meta charset='utf-8'>{scripts}</head><body><main></main></body></html>"
 
 
-async def recipe_run(codes: list[str], browsers: int, executable: str | None, args: tuple[str, ...] = RECIPE_ARGS) -> tuple[float, int, str]:
-    """The recipe's design: (wall seconds, failed renders, WebGL renderer)."""
+async def recipe_run(codes: list[str], browsers: int, executable: str | None, args: tuple[str, ...] = RECIPE_ARGS) -> tuple[float, int, str, str]:
+    """The recipe's design: (wall seconds, failed renders, WebGL renderer, core-seconds per render)."""
     pages = [recipe_html(c) for c in codes]
     async with async_playwright() as p:
         launched = [await p.chromium.launch(executable_path=executable, headless=True, args=list(args)) for _ in range(browsers)]
@@ -96,22 +154,26 @@ async def recipe_run(codes: list[str], browsers: int, executable: str | None, ar
                 finally:
                     await page.close()
 
-        start = time.monotonic()
+        cpu, start = tree_cpu(), time.monotonic()
         await asyncio.gather(*(worker(b) for b in launched))
-        wall = time.monotonic() - start
+        wall, cpu = time.monotonic() - start, per_render(cpu, tree_cpu(), len(codes))
         for b in launched:
             await b.close()
-    return wall, failed, renderer
+    return wall, failed, renderer, cpu
 
 
-async def pool_run(codes: list[str], **pool_kwargs) -> tuple[float, int, str, float]:
-    """This project's pool: (wall seconds, renders that did not pass cleanly, renderer, mean in-page seconds)."""
+async def pool_run(codes: list[str], **pool_kwargs) -> tuple[float, int, str, float, str]:
+    """This project's pool: (wall seconds, renders that did not pass cleanly, renderer, mean in-page
+    seconds, core-seconds per render). The CPU window runs from the first submit until the pool has
+    warmed (or reloaded) the pages the next renders would take: it starts and ends warm."""
     async with RenderPool(timeout_s=300.0, **pool_kwargs) as pool:
-        start = time.monotonic()
+        cpu, start = tree_cpu(), time.monotonic()
         results = await asyncio.gather(*(pool.render(c, i) for i, c in enumerate(codes)))
         wall = time.monotonic() - start
+        await pool.settled()
+        cpu = per_render(cpu, tree_cpu(), len(codes))
         failed = sum(r.error is not None or r.png is None or bool(r.violations) for r in results)
-        return wall, failed, pool.renderer or "", sum(r.js_s for r in results) / len(results)
+        return wall, failed, pool.renderer or "", sum(r.js_s for r in results) / len(results), cpu
 
 
 def suite_codes(name: str, renders: int) -> list[str]:
@@ -140,7 +202,12 @@ def main() -> None:
     parser.add_argument("--density", type=float, default=1.0, help="our pool's pixel density in the comparison")
     parser.add_argument("--recipe-browsers", type=int, default=None, help="default min(4, cores - 2), at least 1")
     parser.add_argument("--recipe-renders", type=int, default=None, help="renders of the recipe's design (default --renders)")
+    parser.add_argument("--recipe-suites", default=None, help="suites the recipe's design runs on (default all; "
+                        "it takes about a minute a render on a node)")
     parser.add_argument("--memory-cap-gib", type=float, default=4.0, help="our pool's memory cap (0: none)")
+    parser.add_argument("--reuse-pages", action=argparse.BooleanOptionalAction, default=True,
+                        help="our pool reloads the page of a clean render instead of opening a new context")
+    parser.add_argument("--ablate-reuse", action="store_true", help="also run ours with the other --reuse-pages setting")
     parser.add_argument("--grid", default="", help="pages x browsers cells for (ii), e.g. 1x1,4x1,8x2,16x4,32x8")
     parser.add_argument("--backends", default="swiftshader", help=f"comma list of {sorted(BACKENDS)} for the grid")
     parser.add_argument("--swiftshader-executable", default=None, help="browser for SwiftShader rows and the recipe design")
@@ -158,41 +225,54 @@ def main() -> None:
         print(f"\n(i) ours ({size} pages, backend {args.backend}, density {args.density:g}) vs the recipe's design "
               f"({recipe_browsers} browsers x 1 page, SwiftShader)")
         print("The recipe's design as described, and with --disable-accelerated-2d-canvas added (its flags leave "
-              "Canvas2D on SwiftShader's GPU path): how much of the gap is that one flag.")
+              "Canvas2D on SwiftShader's GPU path): how much of the gap is that one flag. core-s: CPU seconds of "
+              "every process involved (browsers, driver, Python) per render.")
         print("| suite | ours renders/s | recipe renders/s | ours / recipe | recipe + 2d flag renders/s | ours / that "
-              "| failures ours / recipe / +flag | ours in-page s |")
-        print("|---|---|---|---|---|---|---|---|")
+              "| core-s per render ours / recipe / +flag | failures ours / recipe / +flag | ours in-page s |")
+        print("|---|---|---|---|---|---|---|---|---|")
         renderers = set()
+        recipe_suites = args.recipe_suites.split(",") if args.recipe_suites else None
         for name in args.suites.split(","):
             codes = suite_codes(name, args.renders)
             recipe_codes = codes[: args.recipe_renders or len(codes)]
-            # the designs run one after the other on the same sketches, so both see about the same load
-            r_wall, r_failed, r_renderer = asyncio.run(recipe_run(recipe_codes, recipe_browsers, swiftshader_exe))
-            f_wall, f_failed, _ = asyncio.run(recipe_run(
-                recipe_codes, recipe_browsers, swiftshader_exe, RECIPE_ARGS + ("--disable-accelerated-2d-canvas",)))
-            o_wall, o_failed, o_renderer, js = asyncio.run(pool_run(
-                codes, size=size, render_backend=args.backend, pixel_density=args.density, memory_cap_gib=args.memory_cap_gib,
-                executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe))
-            renderers |= {f"ours: {o_renderer}", f"recipe: {r_renderer}"}
-            ours, recipe, flagged = len(codes) / o_wall, len(recipe_codes) / r_wall, len(recipe_codes) / f_wall
-            print(f"| {name} | {ours:.2f} | {recipe:.3f} | x{ours / recipe:.2f} | {flagged:.3f} | x{ours / flagged:.2f} "
-                  f"| {o_failed} / {r_failed} / {f_failed} | {js:.2f} |", flush=True)
+            ours_kwargs = dict(size=size, render_backend=args.backend, pixel_density=args.density, memory_cap_gib=args.memory_cap_gib,
+                               executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe)
+            o_wall, o_failed, o_renderer, js, o_cpu = asyncio.run(pool_run(codes, reuse_pages=args.reuse_pages, **ours_kwargs))
+            ours = len(codes) / o_wall
+            renderers.add(f"ours: {o_renderer}")
+            if recipe_suites is None or name in recipe_suites:
+                # the designs run one after the other on the same sketches, so both see about the same load
+                r_wall, r_failed, r_renderer, r_cpu = asyncio.run(recipe_run(recipe_codes, recipe_browsers, swiftshader_exe))
+                f_wall, f_failed, _, f_cpu = asyncio.run(recipe_run(
+                    recipe_codes, recipe_browsers, swiftshader_exe, RECIPE_ARGS + ("--disable-accelerated-2d-canvas",)))
+                renderers.add(f"recipe: {r_renderer}")
+                recipe, flagged = len(recipe_codes) / r_wall, len(recipe_codes) / f_wall
+                print(f"| {name} | {ours:.2f} | {recipe:.3f} | x{ours / recipe:.2f} | {flagged:.3f} | x{ours / flagged:.2f} "
+                      f"| {o_cpu} / {r_cpu} / {f_cpu} | {o_failed} / {r_failed} / {f_failed} | {js:.2f} |", flush=True)
+            else:
+                print(f"| {name} | {ours:.2f} | | | | | {o_cpu} | {o_failed} | {js:.2f} |", flush=True)
+            if args.ablate_reuse:
+                a_wall, a_failed, _, a_js, a_cpu = asyncio.run(pool_run(codes, reuse_pages=not args.reuse_pages, **ours_kwargs))
+                print(f"| {name}, ours with reuse_pages={not args.reuse_pages} | {len(codes) / a_wall:.2f} | | "
+                      f"| | | {a_cpu} | {a_failed} | {a_js:.2f} |", flush=True)
         for line in sorted(renderers):
             print(f"  WebGL renderer, {line}")
 
     if args.grid:
         cells = parse_grid(args.grid)
-        print("\n(ii) renders/s by backend, pages x browsers")
+        print("\n(ii) renders/s by backend, pages x browsers (core-s: CPU seconds of all processes per render)")
+        print("| suite | backend | pages x browsers | renders/s | in-page s | core-s per render | failures | WebGL renderer |")
+        print("|---|---|---|---|---|---|---|---|")
         for name in args.suites.split(","):
             for backend in args.backends.split(","):
                 exe = swiftshader_exe if backend == "swiftshader" else gpu_exe
                 for pages, browsers in cells:
                     codes = suite_codes(name, max(args.renders, 2 * pages))
-                    wall, failed, renderer, js = asyncio.run(pool_run(
+                    wall, failed, renderer, js, cpu = asyncio.run(pool_run(
                         codes, size=pages, browsers=browsers, executable_path=exe, memory_cap_gib=args.memory_cap_gib,
-                        **BACKENDS[backend]))
-                    print(f"| {name} | {backend} | {pages}x{browsers} | {len(codes) / wall:.2f} renders/s | in-page {js:.2f} s "
-                          f"| failures {failed} | {renderer} |", flush=True)
+                        reuse_pages=args.reuse_pages, **BACKENDS[backend]))
+                    print(f"| {name} | {backend} | {pages}x{browsers} | {len(codes) / wall:.2f} | {js:.2f} | {cpu} "
+                          f"| {failed} | {renderer} |", flush=True)
 
 
 if __name__ == "__main__":

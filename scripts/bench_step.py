@@ -44,6 +44,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import get_args
 from pathlib import Path
 
 import torch
@@ -52,6 +53,8 @@ from lit_watercolour import grpo
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.policy import (
     DTYPES,
+    AttentionBackend,
+    CheckpointKeep,
     PolicyConfig,
     adapter_in_model_dtype,
     completion_logps,
@@ -171,11 +174,14 @@ class Variant:
 
     impl: str  # lit_watercolour | trl
     mb: int = 0  # rows per forward/backward; 0: --micro-batch-size
-    sdpa: str = "default"  # ours: the SDPA backend tried first (flash, cudnn, efficient); default: torch's order
+    sdpa: str = PolicyConfig.attention_backend  # ours: the SDPA kernel tried first (flash, cudnn, efficient)
     autocast: int = 1  # ours: adapter matmuls in bf16 under autocast (`policy.adapter_in_model_dtype`)
-    compile: int = 0  # ours: torch.compile each decoder layer
+    compile: int = int(PolicyConfig.compile_layers)  # ours: torch.compile each decoder layer
     ckpt: int = 1  # ours: gradient checkpointing (0: keep every activation, no recomputation)
+    keep: str = PolicyConfig.checkpoint_keep  # ours: what a checkpointed layer keeps (inputs, attention, attention+out_proj)
+    fused: int = int(PolicyConfig.fused_lora)  # ours: LoRA linears as one autograd node (`policy.fuse_lora_linears`)
     liger: int = 0  # trl: use_liger_kernel (Liger's Triton RMSNorm, RoPE, SwiGLU; needs liger-kernel)
+    profile: int = 0  # either: print the top N kernels of one more step (--profile N does it for every run)
 
     @classmethod
     def parse(cls, text: str) -> "Variant":
@@ -187,26 +193,12 @@ class Variant:
             key, _, value = item.partition("=")
             if key not in cls.__dataclass_fields__ or key == "impl":
                 raise argparse.ArgumentTypeError(f"unknown option {key!r} in {text!r}")
-            kwargs[key] = value if key == "sdpa" else int(value)
-        if kwargs.get("sdpa", "default") not in ("default", "flash", "cudnn", "efficient"):
-            raise argparse.ArgumentTypeError(f"sdpa must be default, flash, cudnn or efficient in {text!r}")
+            kwargs[key] = value if key in ("sdpa", "keep") else int(value)
+        if kwargs.get("sdpa", "default") not in get_args(AttentionBackend):
+            raise argparse.ArgumentTypeError(f"sdpa must be one of {', '.join(get_args(AttentionBackend))} in {text!r}")
+        if kwargs.get("keep", "inputs") not in get_args(CheckpointKeep):
+            raise argparse.ArgumentTypeError(f"keep must be one of {', '.join(get_args(CheckpointKeep))} in {text!r}")
         return cls(impl, **kwargs)
-
-
-def sdpa_priority(name: str):
-    """A context trying one SDPA backend first (the others stay as fallbacks)."""
-    if name == "default":
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    order = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    first = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-             "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
-    return sdpa_kernel([first] + [b for b in order if b != first], set_priority=True)
-
-
-def decoder_layers(model) -> torch.nn.ModuleList:
-    return next(m for n, m in model.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList))
 
 
 def update_flops(model, rows: int, seq_len: int) -> float:
@@ -248,7 +240,32 @@ def profiled(device: torch.device, rows: int):
     with profile(activities=activities) as prof:
         yield
     key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    print(prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=100), flush=True)
+    averages = prof.key_averages()
+    print(averages.table(sort_by=key, row_limit=rows, max_name_column_width=100), flush=True)
+    kernels = [(e.key, e.self_device_time_total, e.count) for e in averages
+               if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0]
+    if kernels:
+        print(json.dumps({"kernel_time_by_kind": kernel_time_by_kind(kernels)}), flush=True)
+
+
+KERNEL_KINDS = {  # first match wins; names of cuBLAS, cuDNN, FlashAttention, Triton and ATen kernels
+    "attention": ("flash", "fmha", "attention", "cudnn"),
+    "matmul": ("gemm", "nvjet", "cutlass", "xmma", "splitk"),
+    "triton (compiled)": ("triton",),
+    "elementwise": ("elementwise", "vectorized", "unrolled", "copy", "fill"),
+    "reduction": ("reduce", "norm", "softmax", "sum"),
+}
+
+
+def kernel_time_by_kind(kernels: list[tuple[str, float, int]]) -> dict:
+    """Seconds and launches of device kernels by kind, from (name, microseconds, count) rows."""
+    out: dict[str, dict] = {}
+    for name, us, count in kernels:
+        kind = next((k for k, words in KERNEL_KINDS.items() if any(w in name.lower() for w in words)), "other")
+        row = out.setdefault(kind, {"s": 0.0, "launches": 0})
+        row["s"] = round(row["s"] + us / 1e6, 4)
+        row["launches"] += count
+    return out
 
 
 def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, flops: float, peak_tflops: float) -> dict:
@@ -260,13 +277,11 @@ def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, fl
 
 
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
-    cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(v.ckpt), lora_r=args.lora_r,
-                       lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
+    cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(v.ckpt), checkpoint_keep=v.keep,
+                       fused_lora=bool(v.fused), compile_layers=bool(v.compile), attention_backend=v.sdpa,
+                       lora_r=args.lora_r, lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
     model, tokenizer = load_policy(cfg)
     model.to(device)
-    if v.compile:
-        for layer in decoder_layers(model):
-            layer.compile(dynamic=True)
     G, mb = args.num_generations, v.mb or args.micro_batch_size
     # transformers' generate: min_new_tokens forces full-length rows, and its calls are timed apart from the log-probs
     sampling = SamplingConfig(temperature=1.0, max_completion_length=length, generation_batch_size=G, logprob_batch_size=mb,
@@ -286,7 +301,7 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
     args_ = (batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask, sampling.temperature, mb)
 
     def reference_logps():
-        with torch.no_grad(), model.disable_adapter(), sdpa_priority(v.sdpa):
+        with torch.no_grad(), model.disable_adapter():
             return completion_logps(model, *args_, lora_autocast=bool(v.autocast))[0]
 
     reference_logps()  # warm-up
@@ -305,18 +320,20 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
 
     def forward_backward():
         model.train()
-        with sdpa_priority(v.sdpa):
-            for lo in range(0, G, mb):
-                sl = slice(lo, lo + mb)
-                logps, _ = completion_logps(model, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl],
-                                            batch.completion_mask[sl], sampling.temperature, mb,
-                                            lora_autocast=bool(v.autocast))
-                loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
-                with adapter_in_model_dtype(model, bool(v.autocast)):  # as GRPOModule.policy_step
-                    loss.backward()
+        for lo in range(0, G, mb):
+            sl = slice(lo, lo + mb)
+            logps, _ = completion_logps(model, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl],
+                                        batch.completion_mask[sl], sampling.temperature, mb,
+                                        lora_autocast=bool(v.autocast))
+            loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
+            with adapter_in_model_dtype(model, bool(v.autocast)):  # as GRPOModule.policy_step
+                loss.backward()
+
+    grad_norms = []  # each step's, read after the timing: variants of one model must agree on the first
 
     def optimizer_step():  # as GRPOModule.policy_step: one norm, clipped with it, one step
         norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        grad_norms.append(norm.detach())
         torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -332,8 +349,8 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         fwd_bwd.append(clock.seconds["fwd_bwd"])
         opt.append(clock.seconds["optimizer"])
     peak = peak_memory_gib(device)
-    if args.profile:
-        with profiled(device, args.profile):
+    if v.profile or args.profile:
+        with profiled(device, v.profile or args.profile):
             forward_backward()
             optimizer_step()
     prompt_tokens = int(batch.prompt_mask.sum())
@@ -350,7 +367,7 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         "completion_tokens": completion_tokens, **sampled,
         "ref_logps_s": ref_s, "ref_logps_tokens_per_s": all_tokens / ref_s, "peak_memory_ref_gib": ref_peak,
         **update_figures(fwd_bwd, opt, all_tokens, update_flops(model, G, seq_len), args.peak_tflops),
-        "peak_memory_update_gib": peak,
+        "peak_memory_update_gib": peak, "grad_norm_first_step": float(grad_norms[0]),
     }
     del model, sampler, optimizer, batch
     return out
@@ -373,8 +390,8 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
         scoring (inside its first training_step) taken out; the step after the timed ones is profiled."""
 
         def on_step_begin(self, args_, state, *a, **k):
-            if args.profile and state.global_step == 1 + args.repeats:
-                profiler.enter_context(profiled(device, args.profile))
+            if (v.profile or args.profile) and state.global_step == 1 + args.repeats:
+                profiler.enter_context(profiled(device, v.profile or args.profile))
             clock.sync()
             clock.seconds, self.t0 = {}, time.perf_counter()
 
@@ -389,7 +406,7 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
             profiler.close()
 
     config = GRPOConfig(
-        output_dir=out_dir, max_steps=1 + args.repeats + bool(args.profile), per_device_train_batch_size=mb, gradient_accumulation_steps=G // mb,
+        output_dir=out_dir, max_steps=1 + args.repeats + bool(v.profile or args.profile), per_device_train_batch_size=mb, gradient_accumulation_steps=G // mb,
         num_generations=G, max_completion_length=length, temperature=1.0, learning_rate=1e-5, beta=0.0,
         loss_type="dapo", scale_rewards="group", gradient_checkpointing=True,
         gradient_checkpointing_kwargs={"use_reentrant": False}, bf16=args.dtype == "bfloat16",
@@ -455,7 +472,7 @@ def main() -> None:
     ap.add_argument("--impls", nargs="+", type=Variant.parse, default=[Variant("lit_watercolour")],
                     metavar="IMPL[:KEY=VALUE,...]",
                     help="run in this order; lit_watercolour or trl (one GRPOTrainer run, same settings), with "
-                         "knobs mb, sdpa, autocast, compile (ours) or mb, liger (trl); see Variant")
+                         "knobs mb, sdpa, autocast, compile, ckpt, keep, fused (ours), liger (trl), profile (both); see Variant")
     ap.add_argument("--repeats", type=int, default=3, help="timed steps after one warm-up step")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak, for MFU")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the top N kernels of one more step")
@@ -510,7 +527,8 @@ def main() -> None:
 def describe(v: Variant) -> str:
     """The variant as typed on the command line, only the knobs that differ from the defaults."""
     default = Variant(v.impl)
-    knobs = [f"{k}={getattr(v, k)}" for k in Variant.__dataclass_fields__ if getattr(v, k) != getattr(default, k)]
+    knobs = [f"{k}={getattr(v, k)}" for k in Variant.__dataclass_fields__
+             if getattr(v, k) != getattr(default, k) and k != "profile"]
     return v.impl + (":" + ",".join(knobs) if knobs else "")
 
 

@@ -20,18 +20,25 @@ orders, lr 5e-5 after warm-up, scale_rewards none), except what cannot exist off
 Rendering is the project's Chromium pool; on the GPU node set LIT_WATERCOLOUR_CHROMIUM to a browser
 whose WebGL lands on the GPU (`tools/gpu-chromium/chrome-gpu.sh`): the renderer string is printed.
 
-Per step it prints one JSON line (as the step ends): sampling, render wait, each reward term's
-scoring time, update, total, peak GPU memory, reward and gate pass rate; then a summary line.
+It reports, one JSON line each, printed as it happens and appended (flushed) to --out/rehearsal.jsonl
+so that a run cut short keeps what it finished: the set-up (WebGL renderer string, shapes, whether
+transformers found the optimised linear-attention kernels, start-up time); the policy once built
+(seconds to build it on the device, parameters, memory); each step as it ends (sampling and its
+tokens/s, render wait, each reward term's scoring time, update, total, peak GPU memory, the decode
+path: `cuda-graph` when the captured step of `lit_watercolour.graph_decoding` ran, reward, gate);
+then a summary. `--max-minutes` starts no step that would end past that many minutes from launch.
 
-    python scripts/rehearse_recipe.py                                  # H200, small stand-ins, 3 steps
-    python scripts/rehearse_recipe.py --policy-shapes recipe --steps 2 # H200, the policy at 35B-A3B shapes
+    python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps
+    python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
+    python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe  # the recipe path, CPU sizes
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import tempfile
 import time
@@ -46,6 +53,7 @@ from lit_watercolour.replay import ReplaySampler
 from lit_watercolour.rewards.judge_server import JudgeServer, serving
 
 ROOT = Path(__file__).resolve().parent.parent
+LINES_FILE = "rehearsal.jsonl"
 # Qwen3.5-35B-A3B's text model (its public config.json; transformers' Qwen3_5MoeTextConfig defaults
 # are the same checkpoint): 40 layers, 3 Gated DeltaNet per full-attention layer, 256 routed experts
 # (8 per token) + 1 shared. The routed experts are fused 3-D parameters, not Linear modules, so
@@ -59,6 +67,13 @@ RECIPE_SHAPES = dict(
 )
 SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4)
 TINY_SHAPES = dict(hidden_size=64, num_layers=2)
+# --policy-shapes recipe --tiny: the recipe's vocabulary, layer pattern and routing at CPU sizes (the code path of the real run)
+TINY_RECIPE_SHAPES = {
+    **RECIPE_SHAPES, "hidden_size": 64, "num_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
+    "layer_types": RECIPE_SHAPES["layer_types"][:4],
+}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -73,14 +88,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
                     help="start no step that would end past this many minutes from launch (0: no limit)")
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
+                    help=f"logs, checkpoints and {LINES_FILE}: every line printed, written as it is printed")
     return ap.parse_args(argv)
 
 
 def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dict:
     """The recipe config with the stand-ins of the module docstring put in."""
     model, trainer = cfg["model"], cfg["trainer"]
-    shapes = TINY_SHAPES if args.tiny else RECIPE_SHAPES if args.policy_shapes == "recipe" else SMALL_SHAPES
+    recipe = args.policy_shapes == "recipe"
+    shapes = (TINY_RECIPE_SHAPES if recipe else TINY_SHAPES) if args.tiny else RECIPE_SHAPES if recipe else SMALL_SHAPES
     model["policy"] = {**model["policy"], "tiny": "qwen3_5_moe", "tiny_config": shapes,
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
@@ -126,30 +143,62 @@ def webgl_renderer(render_kwargs: dict) -> str:
     return asyncio.run(probe())
 
 
-class StandIns(pl.Callback):
-    """Puts the replayed text in front of the policy's sampler, and prints each step's figures."""
+class Report:
+    """Prints each line of JSON as it happens and appends it to `path` (flushed): a run cut short keeps its finished steps."""
 
-    def __init__(self, completion_length: int, max_minutes: float, start: float) -> None:
-        self.completion_length, self.budget_s, self.start = completion_length, max_minutes * 60, start
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a")
+
+    def __call__(self, line: dict) -> None:
+        text = json.dumps(line)
+        print(text, flush=True)
+        self.file.write(text + "\n")
+        self.file.flush()
+
+
+def linear_attention_kernels() -> dict:
+    """Which Gated DeltaNet / causal-conv implementations transformers finds: the optimised packages or its PyTorch fallback."""
+    return {name: "installed" if importlib.util.find_spec(name) else "torch fallback" for name in ("fla", "causal_conv1d")}
+
+
+class StandIns(pl.Callback):
+    """Puts the replayed text in front of the policy's sampler, and reports the policy's build and each step's figures."""
+
+    def __init__(self, completion_length: int, max_minutes: float, start: float, report: Report) -> None:
+        self.completion_length, self.budget_s, self.start, self.report = completion_length, max_minutes * 60, start, report
         self.steps: list[dict] = []
+        self.setup_at = start
+
+    def setup(self, trainer, pl_module, stage) -> None:
+        self.setup_at = time.perf_counter()  # the policy is built after this (configure_model), on the device
 
     def on_fit_start(self, trainer, pl_module) -> None:
+        policy = pl_module.policy_model
+        built = {"policy_built_s": round(time.perf_counter() - self.setup_at, 1),
+                 "policy_parameters": sum(p.numel() for p in policy.parameters()),
+                 "trainable_parameters": sum(p.numel() for p in policy.parameters() if p.requires_grad),
+                 "policy_device": str(next(policy.parameters()).device), "policy_dtype": str(next(policy.parameters()).dtype)}
+        if torch.cuda.is_available() and pl_module.device.type == "cuda":
+            built["memory_allocated_gib"] = round(torch.cuda.memory_allocated(pl_module.device) / 2**30, 2)
+        self.report(built)
         # a random-init policy would stop at a random end-of-turn token: sample the full length
-        pl_module.policy_model.get_base_model().generation_config.min_new_tokens = self.completion_length
+        policy.get_base_model().generation_config.min_new_tokens = self.completion_length
         pl_module.sampler = ReplaySampler(pl_module.sampler)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         m = {k: float(v) for k, v in trainer.logged_metrics.items()}
         row = {"step": trainer.global_step, **{k: round(m[k], 3) for k in sorted(m) if k.startswith(("time/", "memory/"))},
+               "decode_path": getattr(pl_module.sampler.inner, "decode_path", pl_module.sampler_backend),
                "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
                "judge_failures": m.get("reward/judge/failures"),
-               "gate_reasons": dict(Counter(r.gate.reason for r in pl_module.last_rollouts))}
+               "gate_reasons": dict(Counter(r.gate.reason for r in pl_module.last_rollouts)),
+               "elapsed_s": round(time.perf_counter() - self.start, 1)}
         self.steps.append(row)
-        print(json.dumps(row), flush=True)
-        elapsed = time.perf_counter() - self.start
-        if self.budget_s > 0 and elapsed + m.get("time/step_s", 0.0) > self.budget_s:
-            print(f"stopping after step {trainer.global_step}: another step would pass --max-minutes", flush=True)
+        self.report(row)
+        if self.budget_s > 0 and row["elapsed_s"] + m.get("time/step_s", 0.0) > self.budget_s:
+            self.report({"stopping_after_step": trainer.global_step, "why": "another step would pass --max-minutes"})
             trainer.should_stop = True
 
 
@@ -163,12 +212,12 @@ def main(argv=None) -> dict:
     from lit_watercolour.rewards.tiny_vl import tiny_hpsv3, tiny_qwen3_vl
 
     t0 = time.perf_counter()
+    report = Report(args.out / LINES_FILE)
     device = torch.device(args.device)
     judge_model, judge_processor = tiny_qwen3_vl(moe=True, seed=0)
     judge = TransformersJudge.from_model(judge_model.to(device), judge_processor)
     with JudgeServer(serving(judge)) as server:
         cfg = recipe_overrides(yaml.safe_load(args.config.read_text()), args, server.base_url)
-        args.out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=args.out, delete=False) as f:
             yaml.safe_dump(cfg, f)
         cli = WatercolourCLI(args=["--config", f.name], run=False)
@@ -176,27 +225,30 @@ def main(argv=None) -> dict:
         for cb in cli.trainer.callbacks:
             if isinstance(cb, HPSv3Scorer):
                 cb.model, cb.processor, cb.device = hps_model.to(device), hps_processor, str(device)
-        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0)
+        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report)
         cli.trainer.callbacks.append(stand_ins)
         renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
         policy = cfg["model"]["policy"]
-        print(json.dumps({"webgl_renderer": renderer, "policy": policy["tiny_config"], "judge_url": server.base_url,
-                          "generations": cfg["model"]["grpo_config"]["num_generations"],
-                          "completion_length": cfg["model"]["sampling"]["max_completion_length"],
-                          "render_pages": cfg["model"]["render_pool_size"], "device": args.device}), flush=True)
+        report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
+                "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],
+                "completion_length": cfg["model"]["sampling"]["max_completion_length"],
+                "render_pages": cfg["model"]["render_pool_size"], "device": args.device,
+                "linear_attention": linear_attention_kernels(), "torch": torch.__version__,
+                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+                "startup_s": round(time.perf_counter() - t0, 1)})
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         params = sum(p.numel() for p in cli.model.policy_model.parameters())
         trainable = sum(p.numel() for p in cli.model.policy_model.parameters() if p.requires_grad)
     steps = stand_ins.steps
     keys = sorted({k for s in steps for k in s if k.startswith(("time/", "memory/"))})
-    later = steps[1:] or steps  # the first step pays for warm-up (kernels, allocator)
+    later = steps[1:] or steps  # the first step pays for warm-up (kernels, allocator, the decode graph's capture)
     summary = {
         "steps": len(steps), "policy_parameters": params, "trainable_parameters": trainable,
         "judge_http_requests": len(server.received), "webgl_renderer": renderer,
         "mean_after_first": {k: round(sum(s.get(k, 0.0) for s in later) / len(later), 3) for k in keys},
         "wall_s": round(time.perf_counter() - t0, 1),
     }
-    print(json.dumps({"summary": summary}), flush=True)
+    report({"summary": summary})
     return summary
 
 

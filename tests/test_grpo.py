@@ -16,6 +16,7 @@ word-level tokenizer of 8 tokens (so end-of-turn is often sampled within 4 token
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from collections import defaultdict
@@ -25,6 +26,7 @@ import peft
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
@@ -37,7 +39,7 @@ from lit_watercolour.grpo import (
     nanstd,
     linear_logps_and_entropy,
 )
-from lit_watercolour.policy import completion_logps
+from lit_watercolour.policy import _fused_lora_forward, completion_logps, fuse_lora_linears
 from lit_watercolour.tiny_models import build_tiny_model
 
 NAN = float("nan")
@@ -93,6 +95,19 @@ def trainer(tmp_path_factory):
     tr.model.train()
     tr.fixed_rewards = rewards
     return tr
+
+
+@contextlib.contextmanager
+def lora_fused(model, fused: bool = True):
+    """`fuse_lora_linears` on `model` for the block, peft's own forward again afterwards."""
+    if fused:
+        assert fuse_lora_linears(model) > 0
+    try:
+        yield
+    finally:
+        for m in model.modules():
+            if getattr(vars(m).get("forward"), "__func__", None) is _fused_lora_forward:
+                del m.forward
 
 
 def configure(monkeypatch, obj, **attrs):
@@ -339,9 +354,11 @@ def test_loss_rejects_missing_arguments():
 # --- end to end on the real model -------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused_lora", "peft_lora"])
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
-def test_end_to_end_gradients_match_trl(trainer, monkeypatch, loss_type):
-    """TRL's _compute_loss (fused LM head, adapter-off reference) vs completion_logps (chunked head) -> grpo_loss."""
+def test_end_to_end_gradients_match_trl(trainer, monkeypatch, loss_type, fused):
+    """TRL's _compute_loss (fused LM head, adapter-off reference, peft's LoRA) vs completion_logps (chunked head,
+    LoRA linears fused or peft's) -> grpo_loss."""
     configure(
         monkeypatch,
         trainer,
@@ -374,8 +391,9 @@ def test_end_to_end_gradients_match_trl(trainer, monkeypatch, loss_type):
 
         model.zero_grad()
         mask = batch["completion_mask"]
-        logps, entropy = completion_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"],
-                                          mask, TEMPERATURE, batch_size=5)  # 12 rows: micro-batches of 5, 5, 2
+        with lora_fused(model, fused):
+            logps, entropy = completion_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"],
+                                              mask, TEMPERATURE, batch_size=5)  # 12 rows: micro-batches of 5, 5, 2
         loss, metrics = grpo_loss(
             logps,
             batch["advantages"],
@@ -558,7 +576,7 @@ def test_adapter_matmuls_run_in_bfloat16_with_float32_weights_and_gradients():
     from lit_watercolour.policy import PolicyConfig, adapter_in_model_dtype, load_policy
 
     model, _ = load_policy(PolicyConfig(tiny="qwen3", dtype="bfloat16", tiny_config={"hidden_size": 64},
-                                        gradient_checkpointing=True))
+                                        gradient_checkpointing=True, fused_lora=False))  # peft's LoRA modules
     model.train()
     lora = {n: p for n, p in model.named_parameters() if p.requires_grad}
     torch.manual_seed(0)
@@ -588,3 +606,180 @@ def test_adapter_matmuls_run_in_bfloat16_with_float32_weights_and_gradients():
     assert all(grad.dtype == torch.float32 for grad in fast_grads.values())
     a, b = torch.cat([g.flatten() for g in fast_grads.values()]), torch.cat([g.flatten() for g in slow_grads.values()])
     assert torch.nn.functional.cosine_similarity(a, b, dim=0) > 0.99
+
+
+# --- the update path's speed knobs: same numbers, fewer passes ---------------------------------
+
+
+def lora_case(dtype=torch.float64, dropout=0.0, seed=0):
+    """A peft LoRA model of two linears with biases, B non-zero, and an input that requires grad."""
+    torch.manual_seed(seed)
+    base = torch.nn.Sequential(torch.nn.Linear(12, 20), torch.nn.SiLU(), torch.nn.Linear(20, 8)).to(dtype)
+    model = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=12, target_modules=["0", "2"], lora_dropout=dropout))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.3)
+    return model, torch.randn(3, 5, 12, dtype=dtype, requires_grad=True)
+
+
+def forward_backward(model, x):
+    x.grad = None
+    model.zero_grad()
+    y = model(x)
+    (y * torch.linspace(-1, 1, y.shape[-1], dtype=y.dtype)).sum().backward()
+    return y.detach(), x.grad.clone(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_fused_lora_linear_matches_peft_values_and_gradients():
+    """`fuse_lora_linears`: output, input gradient and A/B gradients as peft's, to float64 rounding."""
+    model, x = lora_case()
+    y, gx, grads = forward_backward(model, x)
+    with lora_fused(model):
+        calls = []
+        model.base_model.model[0].register_forward_hook(lambda *a: calls.append(1))  # still the same modules
+        fy, fgx, fgrads = forward_backward(model, x)
+        lora_a = model.base_model.model[0].lora_A.default
+        lora_a.register_forward_hook(lambda *a: calls.append("peft"))  # peft's own A module is not run
+        forward_backward(model, x)
+    assert calls == [1, 1]
+    torch.testing.assert_close(fy, y, atol=1e-12, rtol=0)
+    torch.testing.assert_close(fgx, gx, atol=1e-12, rtol=0)
+    assert fgrads.keys() == grads.keys() and len(grads) == 4
+    for n in grads:
+        torch.testing.assert_close(fgrads[n], grads[n], atol=1e-12, rtol=0)
+
+
+def test_fused_lora_falls_back_to_peft_where_peft_differs():
+    """Adapter off, merged, dropout in training: peft's forward (its dropout draws, its merged weights)."""
+    model, x = lora_case(dropout=0.5)
+    seq = model.base_model.model
+    with lora_fused(model), torch.no_grad():
+        with model.disable_adapter():
+            torch.testing.assert_close(model(x), seq[2].base_layer(torch.nn.functional.silu(seq[0].base_layer(x))))
+        model.eval()
+        unmerged = model(x)
+        model.merge_adapter()
+        assert seq[0].merged
+        torch.testing.assert_close(model(x), unmerged, atol=1e-12, rtol=0)  # peft's merged weights
+        model.unmerge_adapter()
+    with lora_fused(model):
+        model.train()
+        torch.manual_seed(3)
+        fused_train = model(x)
+        model.eval()
+        fused_eval = model(x)  # dropout off: the fused path
+    model.train()
+    torch.manual_seed(3)
+    torch.testing.assert_close(fused_train, model(x), atol=0, rtol=0)  # the same dropout draws: peft's path
+    model.eval()
+    torch.testing.assert_close(fused_eval, model(x), atol=1e-12, rtol=0)
+    assert not torch.allclose(fused_train, fused_eval)
+
+
+def test_fused_lora_in_bfloat16_under_autocast():
+    """A bf16 base with a float32 adapter: under autocast the fused layer matches peft + autocast to bf16
+    accuracy with float32 gradients; without autocast it is peft's float32 adapter path exactly."""
+    model, x = lora_case(dtype=torch.float32)
+    for name, module in model.named_modules():
+        if name.endswith("base_layer"):
+            module.to(torch.bfloat16)
+    xb = x.detach().to(torch.bfloat16).requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, gx, grads = forward_backward(model, xb)
+        with lora_fused(model):
+            fy, fgx, fgrads = forward_backward(model, xb)
+    assert fy.dtype == y.dtype == torch.bfloat16 and fgx.dtype == torch.bfloat16
+    torch.testing.assert_close(fy, y, atol=0.05, rtol=0.02)
+    torch.testing.assert_close(fgx, gx, atol=0.05, rtol=0.02)
+    for n in grads:
+        assert fgrads[n].dtype == torch.float32
+        assert torch.nn.functional.cosine_similarity(fgrads[n].flatten(), grads[n].flatten(), dim=0) > 0.999, n
+    plain = forward_backward(model, xb)
+    with lora_fused(model):
+        fused_plain = forward_backward(model, xb)
+    torch.testing.assert_close(fused_plain[0], plain[0], atol=0, rtol=0)
+
+
+class OpCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.counts = defaultdict(int)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused_lora", "peft_lora"])
+def test_checkpoint_keep_saves_recomputation_not_numbers(fused):
+    """`checkpoint_keep`: the same log-probs and LoRA gradients as full recomputation; backward runs no attention
+    kernel when attention outputs are kept, and fewer matmuls when the output projections are kept too."""
+    from lit_watercolour.policy import ATTENTION_OPS, PolicyConfig, load_policy
+
+    g = torch.Generator().manual_seed(1)
+    prompt_ids, completion_ids = torch.randint(3, 100, (2, 5), generator=g), torch.randint(3, 100, (2, 7), generator=g)
+    prompt_mask = torch.ones_like(prompt_ids)
+    prompt_mask[1, :2] = 0  # left padding: the masked attention path
+    results = {}
+    for keep in ("inputs", "attention", "attention+out_proj"):
+        torch.manual_seed(0)
+        model, _ = load_policy(PolicyConfig(tiny="qwen3", dtype="float32", fused_lora=fused, checkpoint_keep=keep,
+                                            tiny_config={"hidden_size": 64}))
+        model.train()
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.normal_(0, 0.05)
+        logps, entropy = completion_logps(model, prompt_ids, prompt_mask, completion_ids, torch.ones_like(completion_ids),
+                                          TEMPERATURE, batch_size=2)
+        with OpCounter() as ops:
+            (logps.sum() + 0.1 * entropy.sum()).backward()
+        attention = sum(n for op, n in ops.counts.items() if op in ATTENTION_OPS)
+        matmuls = ops.counts[torch.ops.aten.mm.default] + ops.counts[torch.ops.aten.addmm.default]
+        results[keep] = logps.detach(), {n: p.grad for n, p in model.named_parameters() if p.requires_grad}, attention, matmuls
+    layers = 2
+    full, attention, out_proj = results["inputs"], results["attention"], results["attention+out_proj"]
+    assert full[2] == layers and attention[2] == out_proj[2] == 0
+    # each layer's o_proj, down_proj and (heads x head_dim = hidden here) q_proj base matmul
+    assert out_proj[3] == attention[3] - 3 * layers == full[3] - 3 * layers
+    for other in (attention, out_proj):
+        torch.testing.assert_close(other[0], full[0], atol=0, rtol=0)
+        for n, grad in full[1].items():
+            torch.testing.assert_close(other[1][n], grad, atol=1e-6, rtol=1e-5)
+    assert sum(grad.abs().sum() for grad in full[1].values()) > 0
+
+
+def test_attention_backend_holds_in_forward_and_recomputation(monkeypatch):
+    """`attention_backend`: every attention call, the checkpointed recomputation's too, runs inside sdpa_kernel
+    with that backend first; the numbers are the default's."""
+    import torch.nn.attention
+
+    from lit_watercolour.policy import PolicyConfig, load_policy
+
+    real, firsts = torch.nn.attention.sdpa_kernel, []
+
+    def spy(backends, set_priority=False):
+        firsts.append(backends[0])
+        return real(backends, set_priority=set_priority)
+
+    monkeypatch.setattr(torch.nn.attention, "sdpa_kernel", spy)
+    g = torch.Generator().manual_seed(2)
+    prompt_ids, completion_ids = torch.randint(3, 100, (2, 4), generator=g), torch.randint(3, 100, (2, 6), generator=g)
+    results = []
+    for backend in ("default", "flash"):
+        torch.manual_seed(0)
+        model, _ = load_policy(PolicyConfig(tiny="qwen3", dtype="float32", attention_backend=backend))
+        model.train()
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.normal_(0, 0.05)
+        logps, _ = completion_logps(model, prompt_ids, torch.ones_like(prompt_ids), completion_ids,
+                                    torch.ones_like(completion_ids), TEMPERATURE, batch_size=2)
+        logps.sum().backward()
+        results.append((logps.detach(), [p.grad for p in model.parameters() if p.requires_grad]))
+    assert firsts == [torch.nn.attention.SDPBackend.FLASH_ATTENTION] * 4  # 2 layers: forward, then recomputation
+    torch.testing.assert_close(results[1][0], results[0][0], atol=0, rtol=0)
+    for a, b in zip(results[1][1], results[0][1]):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)

@@ -22,3 +22,4 @@ def test_policy_samples_its_full_length_while_the_replay_supplies_the_text():
     second = sampler.sample(["<|im_start|>user\nPaint<|im_end|>\n<|im_start|>assistant\n"], 4)
     assert second.texts == [recipe_sketch(r) for r in range(4, 8)]  # every step paints new sketches
     assert len({recipe_sketch(r) for r in range(8)}) == 8
+    sampler.close()  # the module's teardown closes whatever sampler it holds

@@ -110,6 +110,63 @@ def test_painted_fraction_counts_pixels_off_the_background():
 
 
 
+# A clean sketch that leaves every trace it can without failing the gate: globals, window.name, a
+# timer still running, compounded brush scale and fill state in p5.brush's module.
+POLLUTER = """var leak = 1;
+window.name = "dirty";
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+  setInterval(() => { window.name = "late"; }, 1);
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#20304a");
+  brush.scaleBrushes(3);
+  brush.noStroke();
+  brush.fill("#e0a030", 230);
+  brush.circle(256, 256, 200);
+}
+"""
+# Reads what a previous document could have left and paints with state that compounds in one realm.
+PROBE = """function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+  let nav = "none";
+  try { nav = navigation.entries().length + "/" + navigation.currentEntry.index; } catch (e) { nav = e.name; }
+  const types = performance.getEntriesByType("navigation").map((e) => e.type).join(",");
+  console.log([window.name, typeof leak, document.referrer, nav, types].join("|"));
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.scaleBrushes(2);
+  brush.noStroke();
+  brush.fill("#3a6ea5", 170);
+  brush.circle(256, 256, 60);
+  brush.pick("2B");
+  brush.stroke("#2a2a2a");
+  brush.line(100, 400, 400, 420);
+}
+"""
+
+
+def test_a_reused_page_is_as_fresh_as_a_new_one():
+    with ThreadedRenderPool(size=1, browsers=1, timeout_s=60.0) as pool:
+        fresh = pool.submit(PROBE, 4).result()  # the first page: a new context
+        for _ in range(3):
+            polluted = pool.submit(POLLUTER, 4).result()
+            assert polluted.error is None and polluted.violations == [] and polluted.png
+        reused_before = pool.pool.pages_reused
+        probes = [pool.submit(PROBE, 4).result() for _ in range(3)]
+        assert pool.pool.pages_reused >= reused_before + 3  # each probe painted in a page a polluter used
+    assert fresh.error is None and fresh.violations == [] and fresh.console == ["log: |undefined||1/0|navigate"]
+    for probe in probes:
+        assert probe.error is None and probe.violations == [] and probe.console == fresh.console
+        diff = np.abs(pixels(probe.png) - pixels(fresh.png))
+        assert (diff.max(axis=2) > 0).mean() < 0.0005 and diff.mean() < 0.05  # rasteriser noise only
+
+
 def test_fifty_renders_through_four_pages_leave_no_processes():
     before = chromium_descendants()
     # other pools' browsers (the session's) may start a helper process meanwhile: not this pool's

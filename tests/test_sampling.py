@@ -124,6 +124,24 @@ def test_lean_decoding_is_generate_token_for_token(policy):
     torch.testing.assert_close(batches[0].logps, batches[1].logps)
 
 
+def test_lean_sampling_logps_are_the_trainers_without_a_second_forward(policy):
+    """Sampled (temperature 0.7, top-p 0.9), with a trained adapter and left padding: the log-probs the
+    lean loop reads off while decoding are the trainer's `completion_logps` on the same tokens."""
+    model, tokenizer = policy
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.3)
+    torch.manual_seed(0)
+    config = SamplingConfig(temperature=0.7, top_p=0.9, max_completion_length=32, lean_decode=True)
+    batch = HFSampler(model, tokenizer, config).sample(["<|im_start|>user\nA heron<|im_end|>\n", "A pear"], n=2)
+    ref, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask,
+                              config.temperature, batch_size=4)
+    m = batch.completion_mask.bool()
+    assert m.sum() > 8 and (batch.logps[~m] == 0).all()
+    torch.testing.assert_close(batch.logps[m], ref[m], atol=1e-4, rtol=1e-4)
+
+
 def test_lean_decoder_logits_match_the_model_forward(policy):
     """Step by step, the lean decoder's next-token logits are the model's own on the same tokens."""
     model, tokenizer = policy
@@ -136,7 +154,7 @@ def test_lean_decoder_logits_match_the_model_forward(policy):
         captured.append(logits)
         return logits.argmax(-1)
 
-    ids = LeanDecoder(model).generate(enc.input_ids, enc.attention_mask, 6, greedy, stop_ids=[-1], pad_id=0)
+    ids, _ = LeanDecoder(model).generate(enc.input_ids, enc.attention_mask, 6, greedy, stop_ids=[-1], pad_id=0)
     full = torch.cat([enc.input_ids, ids], 1)
     mask = torch.cat([enc.attention_mask, torch.ones_like(ids)], 1)
     with torch.no_grad():

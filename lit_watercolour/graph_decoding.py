@@ -1,0 +1,143 @@
+"""CUDA-graphed decoding for Qwen3.5-MoE policies: one graph replay a token instead of `generate`'s Python.
+
+`generate` on a Qwen3.5-MoE model is launch-bound: every token runs thousands of small kernels
+(three Gated DeltaNet layers per attention layer, routed and shared experts, LoRA on every linear)
+from Python, with a cache that grows. Here the prompt fills a transformers `StaticCache` (fixed
+addresses: the linear-attention conv and recurrent states, and full-attention keys and values over
+the whole length), then one decoding step (sample from the last logits, write the token, run the
+model's own text stack on it with a precomputed attention mask, keep the new logits) is captured
+once as a CUDA graph and replayed for every later token. All step state lives in device tensors
+the graph updates itself: the token count, positions, the attention mask, which rows have ended.
+
+The same step runs eagerly where no capture is possible (CPU, or a failed capture, whose reason is
+kept in `path`): `tests/test_graph_decoding.py` checks it token for token against `generate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from lit_watercolour.decoding import _core
+
+GRAPH_MODEL_TYPES = ("qwen3_5_moe", "qwen3_5_moe_text")
+
+
+def supports(model: torch.nn.Module) -> bool:
+    """Architectures the captured step was checked against, with an attention kind it masks for."""
+    config = _core(model).config.get_text_config()
+    return config.model_type in GRAPH_MODEL_TYPES and config._attn_implementation in ("sdpa", "eager")
+
+
+class GraphDecoder:
+    """Decodes with the policy's own modules (adapter applied) through a static cache; build one per
+    `sample` call. `capture`: None captures on CUDA only."""
+
+    def __init__(self, model: torch.nn.Module, capture: bool | None = None) -> None:
+        core = _core(model)
+        self.text_model = getattr(core.model, "language_model", core.model)
+        self.head = core.get_output_embeddings()
+        self.config = core.config.get_text_config()
+        self.min_new_tokens = core.generation_config.min_new_tokens or 0
+        device = next(model.parameters()).device
+        self.capture = device.type == "cuda" if capture is None else capture
+        self.path = "not run"  # after `generate`: "cuda-graph", or "eager" and why
+
+    def _mask(self, valid: Tensor, dtype: torch.dtype) -> Tensor:
+        """valid [B, L] keys -> the [B, 1, 1, L] mask the model's attention takes (sdpa: bool; eager: additive)."""
+        if self.config._attn_implementation == "sdpa":
+            return valid[:, None, None, :]
+        additive = torch.zeros(valid.shape, dtype=dtype, device=valid.device).masked_fill(~valid, torch.finfo(dtype).min)
+        return additive[:, None, None, :]
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt_ids: Tensor,
+        prompt_mask: Tensor,
+        max_new_tokens: int,
+        sample: Callable[[Tensor], Tensor],
+        stop_ids: list[int],
+        pad_id: int,
+        on_step: Callable[[Tensor], None] | None = None,
+        temperature: float = 1.0,
+    ) -> tuple[Tensor, Tensor]:
+        """Completion ids [B, <=max_new_tokens] after left-padded prompts and each token's log-prob
+        under softmax(logits / temperature), as `LeanDecoder.generate`: a row that has ended is padded
+        with `pad_id`; `on_step(prompt and completion ids so far)` runs after every token. Stop tokens are masked for the first `generation_config.min_new_tokens`."""
+        from transformers import StaticCache
+
+        B, P = prompt_ids.shape
+        total, device = P + max_new_tokens, prompt_ids.device
+        cache = StaticCache(config=self.config, max_cache_len=total)
+        positions = (prompt_mask.cumsum(1) - 1).clamp(min=0)  # left padding: each row counts from its first token
+        hidden = self.text_model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                                 past_key_values=cache, use_cache=True).last_hidden_state
+        logits = self.head(hidden[:, -1]).float()
+
+        out = torch.full((B, total), pad_id, dtype=torch.long, device=device)
+        out[:, :P] = prompt_ids
+        logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=device)
+        valid = torch.zeros(B, total, dtype=torch.bool, device=device)
+        valid[:, :P] = prompt_mask.bool()
+        position = positions[:, -1:].clone()
+        made = torch.zeros((), dtype=torch.long, device=device)  # tokens written so far
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        stop = torch.tensor(stop_ids, device=device)
+        is_stop = torch.zeros(logits.shape[-1], dtype=torch.bool, device=device)
+        is_stop[stop[stop < logits.shape[-1]]] = True
+        no_linear_mask = {"linear_attention": None}  # decoded tokens are never padding
+
+        def step() -> None:
+            early = is_stop & (made < self.min_new_tokens)
+            token = sample(logits.masked_fill(early, float("-inf"))).masked_fill(done, pad_id)
+            column = (made + P).view(1)
+            out.index_copy_(1, column, token[:, None])
+            logps.index_copy_(1, made.view(1), (logits / temperature).log_softmax(-1).gather(-1, token[:, None]))
+            done.logical_or_(torch.isin(token, stop))
+            valid.index_fill_(1, column, True)
+            position.add_(1)
+            made.add_(1)
+            mask = {"full_attention": self._mask(valid, hidden.dtype), **no_linear_mask}
+            h = self.text_model(input_ids=token[:, None], attention_mask=mask, position_ids=position,
+                                past_key_values=cache, use_cache=True).last_hidden_state
+            logits.copy_(self.head(h[:, -1]).float())
+
+        run = step
+        self.path = "eager"
+        steps = 0
+        while True:
+            if self.capture and steps == 0:
+                self._on_side_stream(step)  # a real first step that also warms every kernel up off the capture
+            else:
+                if self.capture and steps == 1:
+                    run, self.path = self._captured(step)
+                run()
+            steps += 1
+            if on_step is not None:
+                on_step(out[:, : P + steps])
+            if steps == max_new_tokens or bool(done.all()):
+                break
+        return out[:, P : P + steps], logps[:, :steps]
+
+    @staticmethod
+    def _on_side_stream(step: Callable[[], None]) -> None:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+
+    @staticmethod
+    def _captured(step: Callable[[], None]) -> tuple[Callable[[], None], str]:
+        """`step` as a CUDA graph's replay, or `step` itself and why capturing it failed."""
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # the render and judge threads may use CUDA
+                step()  # recorded, not run: the step's tensors change only on replay
+        except Exception as error:  # noqa: BLE001 - any capture failure leaves eager decoding, which is correct
+            torch.cuda.synchronize()
+            return step, f"eager (capture failed: {type(error).__name__}: {str(error)[:300]})"
+        return graph.replay, "cuda-graph"

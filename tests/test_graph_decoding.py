@@ -1,0 +1,66 @@
+"""The captured-step decoder for Qwen3.5-MoE policies, run eagerly (no CUDA here): token for token `generate`."""
+
+import pytest
+import torch
+from cpu_threads import one_thread  # noqa: F401  (fixture)
+
+from lit_watercolour.graph_decoding import GraphDecoder, supports
+from lit_watercolour.policy import PolicyConfig, load_policy
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+PROMPTS = ["<|im_start|>user\nPaint a heron by a lake<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>user\nA pear<|im_end|>\n"]
+
+
+@pytest.fixture(scope="module")
+def policy():
+    # four layers: three Gated DeltaNet and one full attention, routed and shared experts
+    model, tokenizer = load_policy(PolicyConfig(tiny="qwen3_5_moe", tiny_config={"num_layers": 4}, dtype="float32",
+                                                lora_r=4, lora_alpha=8))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.3)  # a trained adapter: decoding must apply it
+    return model.eval(), tokenizer
+
+
+def greedy_both(model, tokenizer, n, stop, min_new=0):
+    enc = tokenizer(PROMPTS, return_tensors="pt", padding=True, padding_side="left")
+    model.get_base_model().generation_config.min_new_tokens = min_new or None
+    try:
+        out = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, do_sample=False, max_new_tokens=n,
+                             min_new_tokens=min_new or None, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id,
+                             output_logits=True, return_dict_in_generate=True)
+        ref = out.sequences[:, enc.input_ids.shape[1]:]
+        ref_logps = torch.stack(out.logits, 1).float().log_softmax(-1).gather(-1, ref[..., None])[..., 0]
+        steps = []
+        decoder = GraphDecoder(model)
+        ids, logps = decoder.generate(enc.input_ids, enc.attention_mask, n, lambda logits: logits.argmax(-1), stop,
+                               tokenizer.pad_token_id, on_step=lambda so_far: steps.append(so_far.shape[1]))
+    finally:
+        model.get_base_model().generation_config.min_new_tokens = None
+    return ref, ids, steps, decoder, enc.input_ids.shape[1], ref_logps, logps
+
+
+def test_graph_decoder_is_generate_token_for_token(policy):
+    """Greedy, left padding, a trained unmerged adapter, rows ending at different steps: the same
+    tokens as transformers `generate`, padded after each row's stop token."""
+    model, tokenizer = policy
+    assert supports(model)
+    free, *_ = greedy_both(model, tokenizer, 20, [tokenizer.eos_token_id])
+    stop = int(free[0, 4])  # a token the first row picks 5th: here it is its stop token
+    ref, ids, steps, decoder, width, ref_logps, logps = greedy_both(model, tokenizer, 20, [stop])
+    assert decoder.path == "eager"  # no capture off CUDA
+    assert torch.equal(ids, ref) and ids[0, 4] == stop and (ids[0, 5:] == tokenizer.pad_token_id).all()
+    live = torch.ones_like(ids, dtype=torch.bool)
+    live[0, 5:] = False  # after its stop token a row's log-probs are padding
+    torch.testing.assert_close(logps[live], ref_logps[live], atol=1e-4, rtol=1e-4)  # the log-probs that drew each token
+    assert steps == list(range(width + 1, width + ids.shape[1] + 1))  # on_step after every token
+
+
+def test_graph_decoder_keeps_min_new_tokens(policy):
+    """With `min_new_tokens` (the rehearsal samples its full length) a stop token is masked as `generate` masks it."""
+    model, tokenizer = policy
+    free, *_ = greedy_both(model, tokenizer, 12, [tokenizer.eos_token_id])
+    stop = int(free[0, 4])
+    ref, ids, *_ = greedy_both(model, tokenizer, 12, [stop], min_new=12)
+    assert ids.shape[1] == 12 and torch.equal(ids, ref) and ids[0, 4] != stop

@@ -1,0 +1,28 @@
+"""The rehearsal script end to end on a CPU, at the recipe's vocabulary and layer pattern scaled down:
+its judge over loopback HTTP, HPSv3's stand-in, real renders, and the report file a cut run keeps."""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import rehearse_recipe  # noqa: E402
+
+
+def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
+    summary = rehearse_recipe.main(["--device", "cpu", "--tiny", "--policy-shapes", "recipe", "--steps", "1",
+                                    "--completion-length", "8", "--render-pages", "2", "--out", str(tmp_path)])
+    lines = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()]
+    setup, built, step, last = lines
+    assert setup["policy"]["vocab_size"] == 248320 and setup["policy"]["layer_types"][-1] == "full_attention"
+    assert setup["linear_attention"].keys() == {"fla", "causal_conv1d"} and "SwiftShader" in setup["webgl_renderer"]
+    assert built["policy_parameters"] == summary["policy_parameters"] > 248320 * 64 * 2  # embeddings and LM head
+    assert 0 < built["trainable_parameters"] == summary["trainable_parameters"] < built["policy_parameters"] / 100
+    assert step["step"] == 1 and step["completion_tokens_mean"] == 8 and step["decode_path"] == "generate"  # no CUDA
+    for key in ("sampling_s", "render_wait_s", "score_gate_s", "score_length_s", "score_judge_s", "score_hpsv3_s",
+                "update_s", "step_s"):
+        assert step[f"time/{key}"] >= 0, key
+    assert step["gate_reasons"] == {"ok": 8} and step["judge_calls"] == 64 and step["judge_failures"] == 0
+    assert last == {"summary": summary} and summary["judge_http_requests"] == 64  # 8 rollouts x 4 references x 2 orders
