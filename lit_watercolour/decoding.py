@@ -4,7 +4,7 @@ For the 2.2M-parameter tiny policy a decoding step is ~100 tiny kernels; transfo
 `generate` wraps them in ~100 module calls, logits processors, a cache that grows by `torch.cat`
 (a copy of the whole cache every token) and attention over a padded static length. Here one
 step is the same math written flat: q/k/v and gate/up projections fused into one matmul each,
-the LoRA delta folded into the weights once per call (the model's own weights are not touched),
+the LoRA delta folded into the weights once per call (`policy.merged_weight`: the model's own are not touched),
 keys and values written into a cache allocated once, attention over the filled part only, and
 top-k / top-p sampling by the exponential race (argmax of p / Exp(1), a categorical draw).
 
@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from lit_watercolour.policy import merged_weight
 
 LEAN_MODEL_TYPES = ("qwen3",)
 
@@ -41,19 +43,6 @@ def supports(model: torch.nn.Module) -> bool:
     )
 
 
-def effective_weight(linear: torch.nn.Module) -> Tensor:
-    """The weight a linear (LoRA-wrapped or not) applies now: base plus active, unmerged LoRA deltas."""
-    from peft.tuners.lora import LoraLayer
-
-    if not isinstance(linear, LoraLayer):
-        return linear.weight
-    weight = linear.get_base_layer().weight
-    if linear.merged or linear.disable_adapters:
-        return weight
-    deltas = [linear.get_delta_weight(a) for a in linear.active_adapters if a in linear.lora_A]
-    return weight + sum(deltas) if deltas else weight
-
-
 class LeanDecoder:
     """Decoding-time copy of a Qwen3 policy's effective weights; build one per `sample` call."""
 
@@ -66,20 +55,20 @@ class LeanDecoder:
         self.rotary = core.model.rotary_emb  # the model's own rope (any position-only rope type)
         self.embed = core.model.embed_tokens.weight
         self.norm = core.model.norm.weight
-        self.lm_head = effective_weight(core.lm_head)
+        self.lm_head = merged_weight(core.lm_head)
         self.layers = []
         with torch.no_grad():
             for layer in core.model.layers:
                 a, m = layer.self_attn, layer.mlp
-                qkv = torch.cat([effective_weight(a.q_proj), effective_weight(a.k_proj), effective_weight(a.v_proj)])
+                qkv = torch.cat([merged_weight(a.q_proj), merged_weight(a.k_proj), merged_weight(a.v_proj)])
                 bias = None if a.q_proj.get_base_layer().bias is None else torch.cat(
                     [a.q_proj.base_layer.bias, a.k_proj.base_layer.bias, a.v_proj.base_layer.bias])
                 self.layers.append(dict(
                     ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight,
                     qkv=qkv, qkv_bias=bias, q_norm=a.q_norm.weight, k_norm=a.k_norm.weight,
-                    o=effective_weight(a.o_proj),
-                    gate_up=torch.cat([effective_weight(m.gate_proj), effective_weight(m.up_proj)]),
-                    down=effective_weight(m.down_proj),
+                    o=merged_weight(a.o_proj),
+                    gate_up=torch.cat([merged_weight(m.gate_proj), merged_weight(m.up_proj)]),
+                    down=merged_weight(m.down_proj),
                 ))
 
     def _rope(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

@@ -57,8 +57,7 @@ from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
 from lit_watercolour.rollout import GateResult, RenderResult, Rollout
 from lit_watercolour.runlog import ROLLOUTS_FILE, RolloutLog, rollout_records
-from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
-from lit_watercolour.sampling_vllm import VLLMConfig
+from lit_watercolour.sampling import SampleBatch, SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sketch import extract_code
 
 
@@ -147,9 +146,8 @@ class GRPOModule(pl.LightningModule):
             self.policy_model, self.tokenizer = load_policy(self.policy_config)
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
         if self.sampler is None:  # built again after a teardown closed it
-            self.sampler = build_sampler(
-                self.sampler_backend, self.policy_model, self.tokenizer, self.sampling_config, self.vllm_config
-            )
+            self.sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, self.sampler_backend,
+                                         self.vllm_config, need_logps=self.grpo_config.num_iterations > 1)
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
@@ -350,7 +348,8 @@ class GRPOModule(pl.LightningModule):
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
             # trainer vs sampling-engine log-probs: ~0 for hf; for vLLM, its top-k/top-p renormalisation
             sampled = batch.logps if batch.sampler_logps is None else batch.sampler_logps
-            metrics["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)
+            if sampled is not None:  # none from `generate` unless the batch is reused
+                metrics["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)
             for k, v in metrics.items():
                 if torch.isnan(v):
                     continue

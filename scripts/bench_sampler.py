@@ -3,8 +3,8 @@
 Both samplers draw `--num-generations` completions of the default run's prompt with the
 default run's sampling settings (configs/default.yaml: temperature, top_p, top_k, length,
 batch size, merged adapter), from the same policy (LoRA r16 on all linear layers), each
-timed by its own `SampleBatch.seconds` (the trainer-side log-prob pass included, as a
-training step pays it). After one warm-up each, the two take turns, `--repeats` times, with
+timed by its own `SampleBatch.seconds` (with `--logps`, the trainer-side log-prob pass included, as a
+training step that reuses its batch, num_iterations > 1, pays it). After one warm-up each, the two take turns, `--repeats` times, with
 the same torch seeds (the warm-up is short: `--warmup-length`). Run it where vLLM is installed (`make setup-vllm`: .venv-vllm):
 
     .venv-vllm/bin/python scripts/bench_sampler.py                  # the default run, CPU
@@ -30,8 +30,7 @@ import yaml
 
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.policy import PolicyConfig, load_policy
-from lit_watercolour.sampling import SamplingConfig, build_sampler
-from lit_watercolour.sampling_vllm import VLLMConfig
+from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "lit_watercolour" / "assets" / "tiny_policy"
@@ -69,6 +68,8 @@ def main() -> None:
     ap.add_argument("--kv-cache-gib", type=float, default=None, help="vLLM's KV cache size (default on a CPU: 0.25)")
     ap.add_argument("--weight-sync", default="lora", choices=["lora", "merged"])
     ap.add_argument("--max-model-len", type=int, default=None, help="vLLM's context; default: the model's")
+    ap.add_argument("--logps", action="store_true",
+                    help="the samplers also return the trainer's log-probs, as for num_iterations > 1 (vLLM: one more forward)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -84,7 +85,7 @@ def main() -> None:
         vllm_config = VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization, max_lora_rank=16,
                                  max_model_len=args.max_model_len,
                                  weight_sync=args.weight_sync, engine_kwargs=engine, adapter_dir=f"{tmp}/adapters")
-        samplers = {b: build_sampler(b, model, tokenizer, sampling, vllm_config) for b in args.backends}
+        samplers = {b: build_sampler(sampling, model, tokenizer, b, vllm_config, need_logps=args.logps) for b in args.backends}
         prompt = chat_prompt(tokenizer, SUBJECT)
         runs: dict[str, list[dict]] = {b: [] for b in samplers}
         try:
@@ -99,7 +100,7 @@ def main() -> None:
                     tokens = int(batch.num_tokens.sum())
                     row = {"backend": name, "repeat": repeat, "tokens": tokens, "seconds": round(batch.seconds, 3),
                            "tokens_per_s": round(tokens / batch.seconds, 1)}
-                    if batch.sampler_logps is not None:  # vLLM's nucleus log-probs against the trainer's
+                    if batch.sampler_logps is not None and batch.logps is not None:  # vLLM's nucleus log-probs against the trainer's
                         diff = (batch.sampler_logps - batch.logps)[batch.completion_mask.bool()]
                         row.update(logp_diff_mean=round(float(diff.abs().mean()), 5), logp_diff_max=round(float(diff.abs().max()), 5))
                     print(json.dumps(row), flush=True)

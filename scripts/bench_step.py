@@ -286,14 +286,14 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
     # transformers' generate: min_new_tokens forces full-length rows, and its calls are timed apart from the log-probs
     sampling = SamplingConfig(temperature=1.0, max_completion_length=length, generation_batch_size=G, logprob_batch_size=mb,
                               lean_decode=False)
-    sampler = build_sampler("hf", model, tokenizer, sampling)
+    sampler = build_sampler(sampling, model, tokenizer, need_logps=True)  # its log-prob pass is one of the phases timed
     prompt = chat_prompt(tokenizer, PROMPT)
     clock = Clock(device)
     if args.completions == "random":
         batch = random_batch(tokenizer, prompt, G, length, device)
     else:
         warm_up = SamplingConfig(max_completion_length=8, generation_batch_size=G, logprob_batch_size=mb, lean_decode=False)
-        build_sampler("hf", model, tokenizer, warm_up).sample([prompt], G)  # kernels, allocator, cuBLAS handles
+        build_sampler(warm_up, model, tokenizer, need_logps=True).sample([prompt], G)  # kernels, allocator, cuBLAS handles
         model.get_base_model().generation_config.min_new_tokens = length  # full-length completions: EOS cannot end a row
         model.generate = clock.wrap("generate", model.generate)  # the sampler's generate calls, timed apart from its log-probs
         batch = clock.wrap("sampling", sampler.sample)([prompt], G)

@@ -11,7 +11,7 @@ def test_policy_samples_its_full_length_while_the_replay_supplies_the_text():
     tok = tiny_tokenizer()
     model = build_tiny_model("qwen3_5_moe", tok, seed=0, hidden_size=32, num_layers=2)
     model.generation_config.min_new_tokens = 12  # as the rehearsal sets it: a random policy must not stop early
-    inner = HFSampler(model, tok, SamplingConfig(max_completion_length=12, generation_batch_size=4))
+    inner = HFSampler(model, tok, SamplingConfig(max_completion_length=12, generation_batch_size=4), need_logps=True)
     sampler = ReplaySampler(inner)
     seen: dict[int, str] = {}
     torch.manual_seed(0)

@@ -1,13 +1,15 @@
 """The hf sampler: shapes, masks, truncation, knobs, and log-probs the loss agrees with."""
 
+import copy
+
 import pytest
 import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour import grpo
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
-from lit_watercolour.sampling import HFSampler, RowReporter, SamplingConfig, completion_mask_and_truncation
+from lit_watercolour.policy import PolicyConfig, adapter_merged, completion_logps, load_policy, merged_weights
+from lit_watercolour.sampling import FinishedRowHook, HFSampler, SamplingConfig, completion_mask_and_truncation
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -77,8 +79,8 @@ def test_rows_are_reported_at_the_step_they_end_not_when_the_batch_does():
     """Row 1 ends at step 2 and row 0 at step 4: each is handed over at its own step, once,
     though the batch goes on and pads the finished row with a pad that is also a stop token."""
     reported = []
-    reporter = RowReporter(lambda ids: ids.tolist(), first_row=10, prompt_width=1, stop_ids=[2, 0],
-                           on_completion=lambda row, text: reported.append((step, row, text)))
+    reporter = FinishedRowHook(lambda ids: ids.tolist(), first_row=10, prompt_width=1, stop_ids=[2, 0],
+                               on_completion=lambda row, text: reported.append((step, row, text)))
     steps = [[7, 5], [8, 2], [9, 0], [2, 0]]  # new token of rows 0 and 1 at each step
     ids = torch.tensor([[1], [1]])
     for step, new in enumerate(steps, 1):
@@ -95,12 +97,65 @@ def test_merged_adapter_decodes_the_same_policy_and_restores_the_base_exactly(po
                 p.normal_(0, 0.5)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     prompts = ["<|im_start|>user\nPaint a heron<|im_end|>\n<|im_start|>assistant\n"]
-    batches = [HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=16, merge_adapter=merge, lean_decode=False)).sample(prompts, n=2)
+    batches = [HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=16, merge_adapter=merge, lean_decode=False),
+                         need_logps=True).sample(prompts, n=2)
                for merge in (False, True)]
     assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)  # greedy: same tokens
     torch.testing.assert_close(batches[0].logps, batches[1].logps, atol=1e-5, rtol=1e-5)
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n  # bit-exact, not merged-then-subtracted
+
+
+def test_merging_for_decoding_leaves_a_bf16_base_bit_identical():
+    """A bf16 policy with a trained adapter, sampled 100 times through every path that folds the adapter in
+    (`generate` under `adapter_merged`, the lean decoder's copies, vLLM's `merged_weights` sync): the base
+    weights, which are the KL reference, are bit for bit what they were. peft's own merge/unmerge is not."""
+    model, tokenizer = load_policy(PolicyConfig(tiny="qwen3", dtype="bfloat16", lora_r=4, lora_alpha=8))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    assert {p.dtype for p in base.values()} == {torch.bfloat16}
+    prompts = ["<|im_start|>user\nPaint a heron<|im_end|>\n<|im_start|>assistant\n"]
+    generate = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=2, merge_adapter=True, lean_decode=False))
+    lean = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=2, lean_decode=True))
+    for _ in range(100):
+        generate.sample(prompts, n=2)
+        lean.sample(prompts, n=2)
+        synced = dict(merged_weights(model))  # what a merged-weight vLLM sync sends
+    assert generate.decode_path == "generate" and lean.decode_path == "lean"
+    q = synced["model.layers.0.self_attn.q_proj.weight"]
+    assert q.dtype == torch.bfloat16 and not torch.equal(q, base["base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight"])
+    for n, p in model.named_parameters():
+        if n in base:
+            assert torch.equal(p, base[n]), n
+
+    ids = tokenizer(prompts, return_tensors="pt").input_ids
+    with torch.no_grad():
+        adapted = model(input_ids=ids).logits
+        with adapter_merged(model):
+            merged = model(input_ids=ids).logits
+        with model.disable_adapter():
+            reference = model(input_ids=ids).logits
+    assert (merged - adapted).abs().max() < 0.1 * (reference - adapted).abs().max()  # the adapter is really folded in
+
+    drifting = copy.deepcopy(model)  # peft's in-place merge and unmerge, as the vLLM sync used to do
+    for _ in range(100):
+        drifting.merge_adapter()
+        drifting.unmerge_adapter()
+    assert any(not torch.equal(p, base[n]) for n, p in drifting.named_parameters() if n in base)
+
+
+def test_generate_runs_the_log_prob_forward_only_when_asked(policy):
+    """`generate` draws tokens without their log-probs: the forward that scores them runs for `need_logps`
+    only (a batch reused by num_iterations > 1). Lean decoding has them for free either way."""
+    model, tokenizer = policy
+    prompts = ["<|im_start|>user\nA pear<|im_end|>\n"]
+    for need in (False, True):
+        batch = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=6, lean_decode=False), need_logps=need).sample(prompts, n=2)
+        assert (batch.logps is not None) == need and batch.sampler_logps is None
+    assert HFSampler(model, tokenizer, SamplingConfig(max_completion_length=6)).sample(prompts, n=2).logps is not None
 
 
 def test_lean_decoding_is_generate_token_for_token(policy):
@@ -115,7 +170,7 @@ def test_lean_decoding_is_generate_token_for_token(policy):
     batches, seen = [], []
     for lean in (False, True):
         reported = []
-        sampler = HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=24, lean_decode=lean))
+        sampler = HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=24, lean_decode=lean), need_logps=True)
         batches.append(sampler.sample(prompts, n=2, on_completion=lambda row, text: reported.append((row, text))))
         seen.append(sorted(reported))
     assert supports(model)

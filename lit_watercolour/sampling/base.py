@@ -1,0 +1,199 @@
+"""What every sampler shares: its configs, the `SampleBatch` it returns, the `Sampler` protocol, and the
+helpers that turn token ids into a batch (stop tokens, masks, decoded text, the policy's log-probs).
+
+Log-probs, one definition: `SampleBatch.logps` is, for every backend, the trainer's
+log_softmax(logits / temperature) over the whole vocabulary (`policy.completion_logps`, the
+quantity the loss differentiates), so an importance ratio (`num_iterations > 1`) compares like
+with like. Lean and graph decoding read it off the logits they sample from, for free; other
+backends (transformers `generate`, vLLM) run one no-grad forward of the policy over the sampled
+batch for it, only when the sampler is built with `need_logps` (else `logps` is None).
+What a sampling engine reported itself (vLLM, with `logprobs_mode="processed_logprobs"`: the
+distribution it drew from, after temperature, top-k and top-p, renormalised over the kept tokens)
+is `SampleBatch.sampler_logps`; the two differ by the log of the kept probability mass (up to
+-ln(top_p)), logged as `sampling/logp_diff_mean`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+import torch
+from torch import Tensor
+
+from lit_watercolour.policy import completion_logps
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0  # 1.0: off
+    top_k: int = 0  # 0: off
+    max_completion_length: int = 256
+    generation_batch_size: int = 8  # rows per `generate` call; each row starts rendering as it finishes
+    logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
+    # `generate` with the LoRA adapter folded into copies of the adapted weights (`policy.adapter_merged`; the
+    # base is never written): faster for small models, whose decoding steps are dominated by per-matmul
+    # overhead; costs a copy of the adapted weights, so it is off for large ones. Lean decoding always folds it
+    merge_adapter: bool = False
+    # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
+    # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
+    lean_decode: bool = True
+    # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
+    graph_decode: bool = True
+
+
+@dataclass
+class VLLMConfig:
+    # colocated `vllm` backend
+    # share of GPU memory vLLM takes (its weights + KV cache); on a CPU, of host RAM, unless
+    # engine_kwargs sets kv_cache_memory_bytes
+    gpu_memory_utilization: float = 0.3
+    max_model_len: int | None = None  # None: the model config's context length
+    enable_sleep_mode: bool | None = None  # free vLLM's GPU memory while the update runs; None: where the platform can (GPUs)
+    weight_sync: Literal["lora", "merged"] = "lora"  # serve the adapter, or push merged weights each step
+    max_lora_rank: int = 64  # at least PolicyConfig.lora_r
+    enable_prefix_caching: bool = True  # the n completions of a prompt share its KV cache
+    engine_kwargs: dict | None = None  # further `vllm.LLM` arguments, e.g. {enforce_eager: true, kv_cache_memory_bytes: 268435456}
+    # both backends
+    adapter_dir: str | None = None  # adapters are saved here each sync (the server must read it); None: a temp dir
+    keep_adapters: int = 2  # newest snapshots kept on disk
+    # `vllm-server` backend
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str | None = None  # name of the env var holding the server's key (never the key: configs are logged)
+    request_timeout_s: float = 3600.0
+    max_concurrent_requests: int = 32
+    split_generations: bool = False  # n requests of n=1 per prompt: each completion returns as it ends
+
+
+@dataclass
+class SampleBatch:
+    """`n` completions of each prompt, rows grouped by prompt (prompt i owns rows i*n .. i*n+n-1)."""
+
+    prompt_ids: Tensor  # [N, P] left-padded
+    prompt_mask: Tensor  # [N, P]
+    completion_ids: Tensor  # [N, C] right-padded
+    completion_mask: Tensor  # [N, C] 1 up to and including the first end-of-turn token
+    texts: list[str]  # decoded completions, special tokens dropped
+    truncated: Tensor  # [N] bool: no end-of-turn token within max_completion_length
+    # [N, C] log-prob of each sampled token under the policy, log_softmax(logits / temperature) over the
+    # whole vocabulary as the loss computes it (0 where masked): the importance ratio's one definition.
+    # None where it would cost a forward and the sampler was not built with `need_logps`
+    logps: Tensor | None
+    groups: list[int]  # the prompt index of each row
+    seconds: float = 0.0  # generation wall clock, log-prob scoring included
+    # what a sampling engine (vLLM) reported for the distribution it drew from (after top-k/top-p);
+    # None where the backend has no engine of its own (hf)
+    sampler_logps: Tensor | None = None
+
+    @property
+    def num_tokens(self) -> Tensor:
+        return self.completion_mask.sum(1)
+
+
+OnCompletion = Callable[[int, str], None]  # (row, decoded text), called as soon as a row is decoded
+
+
+class Sampler(Protocol):
+    """Samples completions of chat prompts; `sync_weights` after every optimizer step."""
+
+    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
+
+    def sync_weights(self, model: torch.nn.Module) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    """End-of-turn ids: the tokenizer's eos plus any the generation config lists (Qwen has two)."""
+    ids = model.generation_config.eos_token_id
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    return sorted({tokenizer.eos_token_id, *ids})
+
+
+def completion_mask_and_truncation(completion_ids: Tensor, stop_ids: list[int]) -> tuple[Tensor, Tensor]:
+    """Mask tokens after the first stop token; a row without one was cut off (truncated)."""
+    is_stop = torch.isin(completion_ids, torch.tensor(stop_ids, device=completion_ids.device))
+    seen_before = (is_stop.cumsum(1) - is_stop.long()) > 0  # a stop token appeared strictly earlier
+    return (~seen_before).long(), ~is_stop.any(1)
+
+
+def decode(tokenizer, token_ids: list[int], stop_ids: list[int]) -> str:
+    """A completion's text up to its first stop token, special tokens dropped (every backend)."""
+    cut = next((i + 1 for i, t in enumerate(token_ids) if t in stop_ids), len(token_ids))
+    return tokenizer.decode(token_ids[:cut], skip_special_tokens=True)
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    logps: list[float]  # of each sampled token, under the distribution it was sampled from
+
+
+def pack_batch(
+    prompt_ids: list[list[int]],
+    n: int,
+    completions: list[Completion],
+    tokenizer,
+    stop_ids: list[int],
+    device: torch.device | str = "cpu",
+    seconds: float = 0.0,
+) -> SampleBatch:
+    """Rows i*n .. i*n+n-1 are prompt i's: left-padded prompts, right-padded completions, masks as hf's,
+    the engine's log-probs as `sampler_logps`."""
+    pad = tokenizer.pad_token_id
+    rows = [ids for ids in prompt_ids for _ in range(n)]
+    p_width = max(len(ids) for ids in rows)
+    c_width = max(1, max(len(c.token_ids) for c in completions))
+    prompt = torch.full((len(rows), p_width), pad, dtype=torch.long)
+    prompt_mask = torch.zeros_like(prompt)
+    completion = torch.full((len(rows), c_width), pad, dtype=torch.long)
+    sampler_logps = torch.zeros(len(rows), c_width)
+    for r, (ids, c) in enumerate(zip(rows, completions, strict=True)):
+        prompt[r, p_width - len(ids) :] = torch.tensor(ids)
+        prompt_mask[r, p_width - len(ids) :] = 1
+        completion[r, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
+        sampler_logps[r, : len(c.logps)] = torch.tensor(c.logps)
+    stop_mask, truncated = completion_mask_and_truncation(completion, stop_ids)
+    lengths = torch.tensor([len(c.token_ids) for c in completions])
+    mask = stop_mask * (torch.arange(c_width) < lengths[:, None])  # right padding out too
+    return SampleBatch(
+        prompt_ids=prompt.to(device),
+        prompt_mask=prompt_mask.to(device),
+        completion_ids=completion.to(device),
+        completion_mask=mask.to(device),
+        texts=[decode(tokenizer, c.token_ids, stop_ids) for c in completions],
+        truncated=truncated.to(device),
+        logps=None,
+        groups=[i for i in range(len(prompt_ids)) for _ in range(n)],
+        seconds=seconds,
+        sampler_logps=(sampler_logps * mask).to(device),
+    )
+
+
+@torch.no_grad()
+def with_policy_logps(model: torch.nn.Module, batch: SampleBatch, config: SamplingConfig) -> SampleBatch:
+    """The batch with `logps` from one no-grad forward of the policy (the one definition the loss uses)."""
+    was_training = model.training
+    model.eval()
+    try:
+        logps = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                 batch.completion_mask, config.temperature, config.logprob_batch_size)[0]
+    finally:
+        model.train(was_training)
+    return replace(batch, logps=logps * batch.completion_mask)
+
+
+def row_seeds(rows: int) -> list[int]:
+    """One vLLM seed per row from torch's global RNG (vLLM's own default is the same seed every call)."""
+    return torch.randint(0, 2**31 - 1, (rows,)).tolist()
+
+
+def policy_device(model: torch.nn.Module) -> torch.device:
+    """Where the trainer uses the batch; read at sample time, as Lightning moves the model after setup."""
+    return next(model.parameters()).device
+
+
+def prompt_token_ids(tokenizer, prompts: list[str]) -> list[list[int]]:
+    return tokenizer(prompts, add_special_tokens=False).input_ids  # the chat template already has its specials
