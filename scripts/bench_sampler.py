@@ -3,9 +3,9 @@
 Both samplers draw `--num-generations` completions of the default run's prompt with the
 default run's sampling settings (configs/default.yaml: temperature, top_p, top_k, length,
 batch size, merged adapter), from the same policy (LoRA r16 on all linear layers), each
-timed by its own `SampleBatch.seconds` (with `--logps`, the trainer-side log-prob pass included, as a
-training step that reuses its batch, num_iterations > 1, pays it). After one warm-up each, the two take turns, `--repeats` times, with
-the same torch seeds (the warm-up is short: `--warmup-length`). Run it where vLLM is installed (`make setup-vllm`: .venv-vllm):
+timed by its own `SampleBatch.seconds` (with `--logps`, the trainer-side log-prob pass
+included, as a step that reuses its batch, num_iterations > 1, pays it). After one warm-up
+each, the two take turns, `--repeats` times, with the same torch seeds (the warm-up is short: `--warmup-length`). Run it where vLLM is installed (`make setup-vllm`: .venv-vllm):
 
     .venv-vllm/bin/python scripts/bench_sampler.py                  # the default run, CPU
     python scripts/bench_sampler.py --preset qwen3-4b --device cuda --dtype bfloat16 \
