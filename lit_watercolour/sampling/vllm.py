@@ -100,6 +100,27 @@ class AdapterSnapshots:
         return snap
 
 
+class EngineSampler:
+    """What both vLLM samplers share: the policy whose adapter they serve, its snapshots, and the
+    rows an engine finished (in any order) made into a `SampleBatch`."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig,
+                 need_logps: bool, snapshot_prefix: str = "policy") -> None:
+        self.model, self.tokenizer, self.config, self.vllm_config = model, tokenizer, config, vllm_config
+        self.need_logps = need_logps
+        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters, prefix=snapshot_prefix)
+        self.adapter: AdapterSnapshot | None = None
+
+    def batch(self, prompt_ids: list[list[int]], n: int, done: dict[int, Completion], start: float) -> SampleBatch:
+        """Rows in order, with the policy's log-probs where `need_logps` asks for them."""
+        completions = [done[row] for row in range(len(prompt_ids) * n)]
+        batch = pack_batch(prompt_ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model))
+        if self.need_logps:
+            batch = with_policy_logps(self.model, batch, self.config)
+        return replace(batch, seconds=time.perf_counter() - start)
+
+
 # --- the colocated engine -----------------------------------------------------------------------
 
 
@@ -115,7 +136,7 @@ def base_model_path(model: torch.nn.Module) -> str:
     return path
 
 
-class VLLMSampler:
+class VLLMSampler(EngineSampler):
     """A `vllm.LLM` beside the trainer (its engine in its own processes), using the latest adapter.
 
     Merged mode (`weight_sync="merged"`) writes the merged weights to a folder under
@@ -131,12 +152,10 @@ class VLLMSampler:
         from vllm.platforms import current_platform
         from vllm.sampling_params import RequestOutputKind
 
-        self.model, self.tokenizer, self.config, self.vllm_config = model, tokenizer, config, vllm_config
-        self.need_logps = need_logps
-        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.lora = vllm_config.weight_sync == "lora"
+        super().__init__(model, tokenizer, config, vllm_config, need_logps, "policy" if self.lora else "merged")
         self.SamplingParams, self.LoRARequest = vllm.SamplingParams, LoRARequest
         self.final_only = RequestOutputKind.FINAL_ONLY
-        self.lora = vllm_config.weight_sync == "lora"
         sleep = vllm_config.enable_sleep_mode
         self.sleep_mode = current_platform.is_sleep_mode_available() if sleep is None else sleep
         dtype = next(model.parameters()).dtype
@@ -154,9 +173,6 @@ class VLLMSampler:
             **(vllm_config.engine_kwargs or {}),
         )
         self.asleep = False
-        prefix = "policy" if self.lora else "merged"
-        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters, prefix=prefix)
-        self.adapter: AdapterSnapshot | None = None
         self.sync_weights(model)  # the policy may start from a trained adapter
         self._sleep()
 
@@ -220,11 +236,7 @@ class VLLMSampler:
                 if on_completion is not None:
                     on_completion(row, decode(self.tokenizer, tokens, self.stop_ids))
         self._sleep()
-        completions = [done[row] for row in range(len(ids) * n)]
-        batch = pack_batch(ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model))
-        if self.need_logps:
-            batch = with_policy_logps(self.model, batch, self.config)
-        return replace(batch, seconds=time.perf_counter() - start)
+        return self.batch(ids, n, done, start)
 
     def close(self) -> None:
         """Stop the engine's processes and free their shared memory (else vLLM kills them at exit)."""

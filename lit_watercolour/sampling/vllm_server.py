@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import replace
 
 import httpx
 import torch
@@ -23,14 +22,10 @@ from lit_watercolour.sampling.base import (
     SamplingConfig,
     VLLMConfig,
     decode,
-    pack_batch,
-    policy_device,
     prompt_token_ids,
     row_seeds,
-    stop_token_ids,
-    with_policy_logps,
 )
-from lit_watercolour.sampling.vllm import AdapterSnapshot, AdapterSnapshots
+from lit_watercolour.sampling.vllm import EngineSampler
 
 
 def parse_choice(choice: dict) -> Completion:
@@ -40,7 +35,7 @@ def parse_choice(choice: dict) -> Completion:
     return Completion(ids, [float(x) for x in lp["token_logprobs"]])
 
 
-class VLLMServerSampler:
+class VLLMServerSampler(EngineSampler):
     """Generation on an existing `vllm serve` (other GPUs), adapter synced through a shared path.
 
     Start the server with LoRA and runtime adapter updates on, e.g.
@@ -51,17 +46,13 @@ class VLLMServerSampler:
 
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig,
                  need_logps: bool = False) -> None:
-        self.model, self.tokenizer, self.config, self.vllm_config = model, tokenizer, config, vllm_config
-        self.need_logps = need_logps
-        self.stop_ids = stop_token_ids(model, tokenizer)
+        super().__init__(model, tokenizer, config, vllm_config, need_logps)
         api_key = os.environ.get(vllm_config.api_key_env) if vllm_config.api_key_env else None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(
             base_url=vllm_config.base_url.rstrip("/"), headers=headers, timeout=vllm_config.request_timeout_s,
             limits=httpx.Limits(max_connections=vllm_config.max_concurrent_requests),
         )
-        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters)
-        self.adapter: AdapterSnapshot | None = None
         self.sync_weights(model)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -115,11 +106,7 @@ class VLLMServerSampler:
                     done[row] = c
                     if on_completion is not None:
                         on_completion(row, decode(self.tokenizer, c.token_ids, self.stop_ids))
-        completions = [done[row] for row in range(len(ids) * n)]
-        batch = pack_batch(ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model))
-        if self.need_logps:
-            batch = with_policy_logps(self.model, batch, self.config)
-        return replace(batch, seconds=time.perf_counter() - start)
+        return self.batch(ids, n, done, start)
 
     def close(self) -> None:
         self.client.close()
