@@ -10,7 +10,7 @@ import torch
 
 
 def rng_state() -> dict:
-    """Every generator sampling touches, so a resumed run draws what the uninterrupted one would."""
+    """Every generator sampling touches, in a form `torch.load(weights_only=True)` reads."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     numpy = (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss)  # loadable with weights_only
     state = {"torch": torch.get_rng_state(), "numpy": numpy, "python": random.getstate()}

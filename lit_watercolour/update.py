@@ -55,7 +55,7 @@ UPDATE_METRICS = {
     "entropy": "token_mean", "kl": "token_mean", "ratio/mean": "token_mean",
     "clip_ratio/low_mean": "token_mean", "clip_ratio/high_mean": "token_mean", "clip_ratio/region_mean": "token_mean",
     "clip_ratio/low_min": "min", "clip_ratio/high_max": "max",  # per-sequence extremes stay extremes
-    "sampling/logp_diff_mean": "token_mean",  # trainer vs sampling-engine log-probs: ~0 for hf
+    "sampling/logp_diff_mean": "token_mean",
 }
 
 
@@ -103,9 +103,10 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
         finite = finite and bool(torch.isfinite(loss))
         with adapter_in_model_dtype(model):  # the checkpointed layers recompute in here
             backward(loss)
+        step.update(loss=loss.detach(), entropy=grpo.masked_mean(entropy.detach(), m))
         sampled = samples.logps if samples.sampler_logps is None else samples.sampler_logps
-        step.update(loss=loss.detach(), entropy=grpo.masked_mean(entropy.detach(), m),
-                    **{"sampling/logp_diff_mean": grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)})
+        if sampled is not None:  # trainer vs sampling-engine log-probs: ~0 for hf; vLLM renormalises top-k/top-p
+            step["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)
         for k, v in step.items():
             weight = {"weight": float(m.sum())} if UPDATE_METRICS[k] == "token_mean" else {}
             metrics[k].update(v.float().cpu(), **weight)
