@@ -48,7 +48,8 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(args.policy)
     model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=getattr(torch, args.dtype)).eval()
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                              max_completion_length=args.max_new_tokens, generation_batch_size=args.batch_size)
+                              max_completion_length=args.max_new_tokens, generation_batch_size=args.batch_size,
+                              lean_decode=False)  # lean decoding folds a LoRA adapter: this model has none
     sampler = HFSampler(model, tok, sampling)
     rollouts, sampling_s, wait_s = [], 0.0, 0.0
     with ThreadedRenderPool(size=args.render_size) as pool:
