@@ -1,7 +1,7 @@
 """`python -m lit_watercolour {fit,validate,predict} --config configs/<name>.yaml`.
 
-The YAML is the interface: `model:` configures GRPOModule (policy, sampling, GRPO, optimiser),
-`data:` the subjects, `trainer.callbacks:` the reward terms and checkpointing. `predict`
+The YAML is the interface: `model:` configures GRPOModule (the reward terms, policy, sampling, GRPO,
+optimiser), `data:` the subjects, `trainer.callbacks:` the gallery, the run log and checkpointing. `predict`
 paints the data's subjects with the policy (a trained adapter via `--ckpt_path` or
 `--model.policy.adapter`) into `model.predict_dir`.
 """

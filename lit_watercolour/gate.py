@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-from lit_watercolour.rollout import CANVAS_RANGE, GateResult, RenderResult
+from lit_watercolour.records import CANVAS_RANGE, GateResult, RenderResult
 from lit_watercolour.sketch import analyse, decode_identifier_escapes, is_truncated
 
 BLANK_FRACTION = 0.005  # recipe: real sketches paint 2.6-5.0%, an errored one 0.07%

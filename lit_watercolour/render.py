@@ -77,7 +77,7 @@ import numpy as np
 from PIL import Image
 from playwright.async_api import Browser, BrowserContext, CDPSession, Error as PlaywrightError, Page, async_playwright
 
-from lit_watercolour.rollout import CANVAS_RANGE, RenderResult
+from lit_watercolour.records import CANVAS_RANGE, RenderResult
 
 log = logging.getLogger(__name__)
 

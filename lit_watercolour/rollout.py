@@ -1,50 +1,65 @@
-"""The records that flow through one GRPO step: render report, gate verdict, rollout.
+"""One rollout batch: sample n completions per prompt, extract each sketch, gate it, render it.
 
-Every stage reads and writes these plain dataclasses, so the renderer, the gate, the reward
-terms and the module agree on one vocabulary and can be tested apart.
+Rendering overlaps sampling: the sampler reports each row the moment it ends and its sketch
+goes to the render pool at once, so what is left after sampling is the wait for the last
+renders. A sketch the static gate rejects is never rendered.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
-CANVAS_RANGE = (256, 1024)  # the sides, in canvas units, a sketch's createCanvas may have
+from lit_watercolour.gate import gate, static_gate
+from lit_watercolour.records import GateResult, RenderResult, Rollout, RolloutBatch
+from lit_watercolour.sketch import extract_code
 
-
-@dataclass
-class RenderResult:
-    """What the browser reports for one sketch."""
-
-    png: bytes | None  # the canvas composited onto white; None when nothing was captured
-    error: str | None = None  # first uncaught error / rejection, or a harness failure ("timeout")
-    console: list[str] = field(default_factory=list)  # console messages, capped
-    elapsed_s: float = 0.0  # wall clock of pool.render, queueing excluded
-    js_s: float = 0.0  # in-page time from sketch start to the done signal
-    calls: dict[str, int] = field(default_factory=dict)  # "brush.fill" / "p5.ellipse" -> count
-    painted_fraction: float = 0.0  # share of pixels far from the modal background colour
-    violations: list[str] = field(default_factory=list)  # runtime cheating seen by the page
-    timed_out: bool = False
-    infra_error: bool = False  # the browser failed, not the sketch (after one retry)
-    width: int = 0  # the canvas the sketch created, in canvas units (the PNG is this times the density)
-    height: int = 0
+if TYPE_CHECKING:
+    from lit_watercolour.data import Prompt
+    from lit_watercolour.render import ThreadedRenderPool
+    from lit_watercolour.sampling import Sampler
 
 
-@dataclass
-class GateResult:
-    passed: bool
-    reason: str  # a reason code, "ok" when passed; see lit_watercolour.gate.REASONS
-    detail: str = ""  # a human-readable explanation
+def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt], n: int) -> RolloutBatch:
+    """n completions of each prompt, each extracted, gated and (when the static gate lets it) rendered."""
+    rollouts: list[Rollout | None] = [None] * (len(prompts) * n)  # indexed by row: rows may end in any order
+    renders: dict[int, Future[RenderResult]] = {}
+    static: dict[int, GateResult] = {}
 
+    def on_completion(row: int, text: str) -> None:
+        p = prompts[row // n]
+        code = extract_code(text)
+        rollouts[row] = Rollout(prompt=p.subject, completion=text, group=row // n, seed=p.seed, code=code)
+        verdict = static_gate(code, text)
+        if verdict is not None:
+            static[row] = verdict
+        else:
+            renders[row] = renderer.submit(code, p.seed)
 
-@dataclass
-class Rollout:
-    """One completion and everything learned about it during the step."""
-
-    prompt: str  # the subject, e.g. "a peach hibiscus"
-    completion: str  # the raw model text
-    group: int  # completions of the same prompt share a group (and its reference draw)
-    seed: int  # the render and reference-draw seed, shared by the group
-    code: str | None = None  # the extracted sketch
-    render: RenderResult | None = None
-    gate: GateResult | None = None
-    num_tokens: int = 0  # completion tokens
+    samples = sampler.sample([p.text for p in prompts], n, on_completion)
+    if None in rollouts:
+        missing = [row for row, r in enumerate(rollouts) if r is None]
+        raise RuntimeError(f"the sampler reported no completion for rows {missing}")
+    t0 = time.perf_counter()
+    for row, r in enumerate(rollouts):
+        r.num_tokens = int(samples.completion_mask[row].sum())
+        if row in static:
+            r.gate = static[row]
+            continue
+        try:
+            r.render = renders[row].result()
+        except Exception as e:  # a harness failure is the renderer's, not the sketch's
+            r.render = RenderResult(png=None, error=f"{type(e).__name__}: {e}", infra_error=True)
+        r.gate = gate(r.code, r.render)
+    wait_s = time.perf_counter() - t0
+    rendered = [r.render for r in rollouts if r.render is not None]
+    tokens = float(samples.num_tokens.sum())
+    metrics = {
+        "time/sampling_s": samples.seconds,
+        "time/sampling_tokens_per_s": tokens / max(samples.seconds, 1e-9),
+        "time/render_wait_s": wait_s,  # rendering left after sampling finished
+        "time/render_mean_s": sum(x.elapsed_s for x in rendered) / max(1, len(rendered)),
+        "time/renders": float(len(rendered)),
+    }
+    return RolloutBatch(samples, rollouts, metrics)

@@ -1,6 +1,6 @@
 """Time the rollout phase of the default run on a CPU: sample a group, render it, gate it.
 
-Runs `GRPOModule.rollout` (the training step's own code) with the shipped tiny policy and a
+Runs `lit_watercolour.rollout.collect` (the training step's own rollout) with the shipped tiny policy and a
 warm Chromium pool, for settings given as `generation_batch_size:merge_adapter[:pixel_density[:lean_decode]]`:
 
     python scripts/bench_rollout.py --variants 8:true:0.5:false 8:true:0.5:true --repeats 3
@@ -29,6 +29,7 @@ import torch
 from lit_watercolour.data import Prompt, chat_prompt
 from lit_watercolour.module import GRPOModule
 from lit_watercolour.policy import PolicyConfig
+from lit_watercolour.rollout import collect
 from lit_watercolour.sampling import SamplingConfig
 
 POLICY = "lit_watercolour/assets/tiny_policy"
@@ -37,9 +38,10 @@ POLICY = "lit_watercolour/assets/tiny_policy"
 def rollout_seconds(module: GRPOModule, prompt: Prompt, n: int, seed: int) -> dict[str, float]:
     torch.manual_seed(seed)
     t0 = time.perf_counter()
-    batch, rollouts, timing = module.rollout([prompt], n)
-    return {"rollout_s": time.perf_counter() - t0, "sampling_s": timing["time/sampling_s"],
-            "tokens": float(batch.num_tokens.sum()), "passed": sum(r.gate.passed for r in rollouts) / len(rollouts)}
+    batch = collect(module.sampler, module.pool, [prompt], n)
+    return {"rollout_s": time.perf_counter() - t0, "sampling_s": batch.metrics["time/sampling_s"],
+            "tokens": float(batch.samples.num_tokens.sum()),
+            "passed": sum(r.gate.passed for r in batch.rollouts) / len(batch.rollouts)}
 
 
 def main() -> None:

@@ -326,12 +326,12 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
                                         batch.completion_mask[sl], sampling.temperature, mb,
                                         lora_autocast=bool(v.autocast))
             loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
-            with adapter_in_model_dtype(model, bool(v.autocast)):  # as GRPOModule.policy_step
+            with adapter_in_model_dtype(model, bool(v.autocast)):  # as update.policy_update
                 loss.backward()
 
     grad_norms = []  # each step's, read after the timing: variants of one model must agree on the first
 
-    def optimizer_step():  # as GRPOModule.policy_step: one norm, clipped with it, one step
+    def optimizer_step():  # as update.optimizer_step: one norm, clipped with it, one step
         norm = torch.nn.utils.get_total_norm([p.grad for p in params])
         grad_norms.append(norm.detach())
         torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm)

@@ -2,38 +2,28 @@
 
     python scripts/check_tiny_policy.py --policy lit_watercolour/assets/tiny_policy --per-subject 16
 
-Samples `--per-subject` completions at `--temperature`, `--top-p`, `--top-k` (the default config's) for each subject with `model.generate`
-(KV cache, batches of `--batch-size`), renders the extracted sketches in headless Chromium and
-gates them. Variety is the number of distinct sketches and the spread of painted fraction.
+Samples `--per-subject` completions at `--temperature`, `--top-p`, `--top-k` (the default config's) for each
+subject with the training step's own rollout (`lit_watercolour.rollout.collect`: the hf sampler in batches of
+`--batch-size`, each sketch rendered in headless Chromium as its row ends, then gated). Variety is the number
+of distinct sketches and the spread of painted fraction.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections import Counter
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lit_watercolour.gate import gate, static_gate
-from lit_watercolour.prompts import chat_messages
+from lit_watercolour.data import Prompt, chat_prompt
 from lit_watercolour.render import ThreadedRenderPool
-from lit_watercolour.sketch import extract_code
+from lit_watercolour.rollout import collect
+from lit_watercolour.sampling import HFSampler, SamplingConfig
 
 DEFAULT_SUBJECTS = ["a peach hibiscus", "a red poppy", "a misty hillside at dawn", "a bowl of lemons"]
-
-
-def sample(model, tok, subject: str, n: int, temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> tuple[list[str], int]:
-    """n completions for one subject and the number of tokens generated."""
-    prompt = tok.apply_chat_template(chat_messages(subject), add_generation_prompt=True, tokenize=False, enable_thinking=False)
-    batch = tok([prompt] * n, return_tensors="pt", add_special_tokens=False)
-    out = model.generate(**batch, do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens)
-    new = out[:, batch["input_ids"].shape[1] :]
-    num_tokens = int((new != tok.pad_token_id).sum())
-    return tok.batch_decode(new, skip_special_tokens=True), num_tokens
 
 
 def main() -> None:
@@ -57,42 +47,35 @@ def main() -> None:
     torch.manual_seed(args.seed)
     tok = AutoTokenizer.from_pretrained(args.policy)
     model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=getattr(torch, args.dtype)).eval()
-
-    completions, subjects, tokens, sampling_s = [], [], 0, 0.0
-    for subject in args.subjects:
-        for start in range(0, args.per_subject, args.batch_size):
-            t = time.perf_counter()
-            with torch.no_grad():
-                texts, n = sample(model, tok, subject, min(args.batch_size, args.per_subject - start), args.temperature, args.top_p, args.top_k, args.max_new_tokens)
-            sampling_s += time.perf_counter() - t
-            completions += texts
-            subjects += [subject] * len(texts)
-            tokens += n
-    print(f"sampled {len(completions)} completions, {tokens} tokens in {sampling_s:.1f} s: {tokens / sampling_s:.0f} tokens/s (batch {args.batch_size})")
-
-    codes = [extract_code(c) for c in completions]
-    static = [static_gate(code, c) for code, c in zip(codes, completions)]
-    to_render = [i for i, verdict in enumerate(static) if verdict is None]
-    t = time.perf_counter()
+    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                              max_completion_length=args.max_new_tokens, generation_batch_size=args.batch_size,
+                              lean_decode=False)  # lean decoding folds a LoRA adapter: this model has none
+    sampler = HFSampler(model, tok, sampling)
+    rollouts, sampling_s, wait_s = [], 0.0, 0.0
     with ThreadedRenderPool(size=args.render_size) as pool:
-        renders = dict(zip(to_render, pool.render_many([codes[i] for i in to_render], [args.seed] * len(to_render))))
-    print(f"rendered {len(to_render)} sketches in {time.perf_counter() - t:.1f} s")
-    verdicts = [static[i] or gate(codes[i], renders[i]) for i in range(len(codes))]
+        for subject in args.subjects:
+            batch = collect(sampler, pool, [Prompt(subject, chat_prompt(tok, subject), args.seed)], args.per_subject)
+            rollouts += batch.rollouts
+            sampling_s += batch.metrics["time/sampling_s"]
+            wait_s += batch.metrics["time/render_wait_s"]
+    tokens = sum(r.num_tokens for r in rollouts)
+    print(f"sampled {len(rollouts)} completions, {tokens} tokens in {sampling_s:.1f} s: {tokens / sampling_s:.0f} tokens/s "
+          f"(batch {args.batch_size}); renders left after sampling: {wait_s:.1f} s")
 
     if args.save_pngs is not None:
         args.save_pngs.mkdir(parents=True, exist_ok=True)
-        for i, render in renders.items():
-            if render.png:
-                (args.save_pngs / f"{i:03d}_{verdicts[i].reason}.png").write_bytes(render.png)
-    passed = [v.passed for v in verdicts]
+        for i, r in enumerate(rollouts):
+            if r.render is not None and r.render.png:
+                (args.save_pngs / f"{i:03d}_{r.gate.reason}.png").write_bytes(r.render.png)
+    passed = [r.gate.passed for r in rollouts]
     print(f"gate pass rate: {sum(passed)}/{len(passed)} = {sum(passed) / len(passed):.0%}")
-    print("reasons:", dict(Counter(v.reason for v in verdicts)))
+    print("reasons:", dict(Counter(r.gate.reason for r in rollouts)))
     for subject in args.subjects:
-        rows = [i for i, s in enumerate(subjects) if s == subject]
-        fractions = [renders[i].painted_fraction for i in rows if i in renders and verdicts[i].passed]
+        rows = [r for r in rollouts if r.prompt == subject]
+        fractions = [r.render.painted_fraction for r in rows if r.render is not None and r.gate.passed]
         spread = f"painted fraction {min(fractions):.3f}-{max(fractions):.3f} (sd {statistics.pstdev(fractions):.3f})" if fractions else ""
-        print(f"{subject}: {sum(passed[i] for i in rows)}/{len(rows)} pass, {len({codes[i] for i in rows})} distinct sketches, {spread}")
-    lengths = [len(tok(c, add_special_tokens=False)["input_ids"]) for c in completions]
+        print(f"{subject}: {sum(r.gate.passed for r in rows)}/{len(rows)} pass, {len({r.code for r in rows})} distinct sketches, {spread}")
+    lengths = [r.num_tokens for r in rollouts]
     print(f"completion tokens: median {statistics.median(lengths):.0f}, min {min(lengths)}, max {max(lengths)}")
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from lit_watercolour.checkpoint import is_local
-from lit_watercolour.runlog import ROLLOUTS_FILE, RolloutLog
+from lit_watercolour.callbacks.checkpoint import is_local
+from lit_watercolour.callbacks.runlog import ROLLOUTS_FILE, RolloutLog
 
 NO_RENDER = "no_render.png"
 FIELDS = ("step", "group", "row", "subject", "seed", "gate", "reward", "advantage", "scores", "code", "completion")

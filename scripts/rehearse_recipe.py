@@ -107,7 +107,7 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
                    default_root_dir=str(args.out),
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
-    for cb in trainer["callbacks"]:
+    for cb in model["rewards"] + trainer["callbacks"]:
         init = cb.setdefault("init_args", {})
         name = cb["class_path"].rsplit(".", 1)[-1]
         if name == "PairwiseJudge":
@@ -193,7 +193,7 @@ class StandIns(pl.Callback):
                "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
                "judge_failures": m.get("reward/judge/failures"),
-               "gate_reasons": dict(Counter(r.gate.reason for r in pl_module.last_rollouts)),
+               "gate_reasons": dict(Counter(r.gate.reason for r in outputs["step"].batch.rollouts)),
                "elapsed_s": round(time.perf_counter() - self.start, 1)}
         self.steps.append(row)
         self.report(row)
@@ -222,9 +222,9 @@ def main(argv=None) -> dict:
             yaml.safe_dump(cfg, f)
         cli = WatercolourCLI(args=["--config", f.name], run=False)
         hps_model, hps_processor = tiny_hpsv3(seed=0)
-        for cb in cli.trainer.callbacks:
-            if isinstance(cb, HPSv3Scorer):
-                cb.model, cb.processor, cb.device = hps_model.to(device), hps_processor, str(device)
+        for term in cli.model.reward_mix.terms:
+            if isinstance(term, HPSv3Scorer):
+                term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
         stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report)
         cli.trainer.callbacks.append(stand_ins)
         renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})

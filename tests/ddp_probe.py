@@ -18,8 +18,9 @@ class RankProbe(pl.Callback):
         self.initial = {k: v.clone() for k, v in trainable_state_dict(pl_module).items()}
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.steps.append({"rewards": pl_module.last_rewards.clone(), "group_rewards": pl_module.last_group_rewards.clone(),
-                           "completions": [r.completion for r in pl_module.last_rollouts]})
+        step = outputs["step"]
+        self.steps.append({"rewards": step.rewards.clone(), "group_rewards": step.group_rewards.clone(),
+                           "completions": [r.completion for r in step.batch.rollouts]})
 
     def on_train_end(self, trainer, pl_module) -> None:
         torch.save({"world": trainer.world_size, "initial": self.initial, "steps": self.steps,

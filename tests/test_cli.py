@@ -51,6 +51,6 @@ def test_recipe_config_parses():
     assert m["grpo_config"]["scale_rewards"] == "none"
     assert (m["optim"]["lr"], m["optim"]["lr_scheduler"], m["optim"]["warmup_steps"]) == (5e-5, "constant_with_warmup", 5)
     assert c["trainer"]["max_steps"] == 110 and c["data"]["subjects"] == ["a peach hibiscus"]
-    terms = {cb["class_path"].rsplit(".", 1)[-1]: cb["init_args"] for cb in c["trainer"]["callbacks"]}
+    terms = {cb["class_path"].rsplit(".", 1)[-1]: cb["init_args"] for cb in c["model"]["rewards"]}
     assert {"GateTerm", "LengthTerm", "PairwiseJudge", "HPSv3Scorer"} <= set(terms)
     assert terms["PairwiseJudge"]["references"] == 4

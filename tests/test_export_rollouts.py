@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from lit_watercolour.runlog import RolloutLog
+from lit_watercolour.callbacks.runlog import RolloutLog
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("export_rollouts", ROOT / "scripts" / "export_rollouts.py")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from lit_watercolour.gallery import contact_sheet, curve_row, early_late_picture, write_gallery
+from lit_watercolour.callbacks.gallery import contact_sheet, curve_row, early_late_picture, write_gallery
 from lit_watercolour.render import chromium_executable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def test_early_late_picture_and_rebuild_from_the_folder(run_gallery):
     picture = early_late_picture(folder, entries)
     sheet = Image.open(folder / "contact_step_00001.png")
     assert picture.width > 2 * sheet.width and picture.height == sheet.height + 24
-    done = subprocess.run([sys.executable, "-m", "lit_watercolour.gallery", str(folder)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "lit_watercolour.callbacks.gallery", str(folder)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (folder / "early_vs_late.png").exists() and 'id="step-12"' in (folder / "gallery.html").read_text()

@@ -20,7 +20,7 @@ from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
 from lit_watercolour.policy import PolicyConfig
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.gate_term import GateTerm
-from lit_watercolour.runlog import ROLLOUTS_FILE, RolloutLog
+from lit_watercolour.callbacks.runlog import ROLLOUTS_FILE, RolloutLog, RolloutLogger
 from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from scripted_sampler import ScriptedSampler
@@ -92,20 +92,22 @@ def test_missing_scores_and_nonfinite_loss_skip_the_update(tmp_path, monkeypatch
 
     monkeypatch.setattr(grpo, "grpo_loss", infinite_on_step_3)
     pl.seed_everything(0)
+    flaky = FlakyScorer()
     module = GRPOModule(
         policy=PolicyConfig(tiny="qwen3", tiny_config={"hidden_size": 64, "num_layers": 2}, dtype="float32",
                             gradient_checkpointing=False, lora_r=4, lora_alpha=8),
         sampling=SamplingConfig(max_completion_length=256),
         grpo_config=GRPOConfig(num_generations=4, micro_batch_size=2, scale_rewards="none"),
         optim=OptimConfig(lr=1e-2, lr_scheduler="linear", warmup_steps=0),
+        rewards=[GateTerm(), flaky],
     )
     module.configure_model()
     module.sampler = ScriptedSampler(module.tokenizer, TEXTS, model=module.policy_model)
-    probe, flaky = Probe(), FlakyScorer()
+    probe = Probe()
     trainer = pl.Trainer(max_steps=3, accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name="logs"),
                          enable_checkpointing=False, enable_progress_bar=False, log_every_n_steps=1,
                          limit_val_batches=0, num_sanity_val_steps=0,
-                         callbacks=[GateTerm(), flaky, probe])
+                         callbacks=[RolloutLogger(), probe])
     trainer.fit(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
 
     s = probe.states

@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger
 from PIL import Image
 from safetensors.torch import load_file
 
-from lit_watercolour.checkpoint import AdapterCheckpoint
+from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
 from lit_watercolour.policy import PolicyConfig
@@ -38,8 +38,8 @@ class Probe(pl.Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.steps[trainer.global_step] = {
-            "texts": [r.completion for r in module.last_rollouts],
-            "rewards": module.last_rewards.clone(),
+            "texts": [r.completion for r in outputs["step"].batch.rollouts],
+            "rewards": outputs["step"].rewards.clone(),
             **snapshot(trainer, module),
         }
 
@@ -62,12 +62,12 @@ def make_run(tmp_path, painter, max_steps, probe, hub=None):
         sampling=SamplingConfig(max_completion_length=160, generation_batch_size=4),
         grpo_config=GRPOConfig(num_generations=6, micro_batch_size=2, beta=0.05, scale_rewards="none"),
         optim=OptimConfig(lr=5e-3, lr_scheduler="cosine", warmup_steps=2),
-        render_pool_size=2,
+        render_pool_size=2, rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120, max_tokens=1000)],
     )
     ckpt = AdapterCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_top_k=-1, hub_repo=hub)
     trainer = pl.Trainer(
         max_steps=max_steps, accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name="logs"),
-        callbacks=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120, max_tokens=1000), ckpt, probe],
+        callbacks=[ckpt, probe],
         enable_progress_bar=False, limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1,
     )
     return module, PromptDataModule(subjects=[SUBJECT], seed=3), trainer
@@ -137,8 +137,9 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
         grpo_config=GRPOConfig(num_generations=4),
         predict_generations=3, predict_dir=str(tmp_path / "paintings"),
         render_kwargs={"pixel_density": 0.5},  # training's cheap renders; paintings stay full size
+        rewards=[GateTerm()],
     )
-    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, callbacks=[GateTerm()])
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     (metrics,) = trainer.validate(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
     assert 0 <= metrics["val/gate_pass_rate"] <= 1 and metrics["val/reward/gate"] == metrics["val/gate_pass_rate"]
     written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
@@ -159,10 +160,10 @@ def test_num_iterations_reuses_the_rollout_batch(tmp_path, painter):
         policy=PolicyConfig(model=str(painter), dtype="float32"),
         sampling=SamplingConfig(max_completion_length=160),
         grpo_config=GRPOConfig(num_generations=4, micro_batch_size=4, num_iterations=2, loss_type="grpo"),
-        optim=OptimConfig(lr=2e-2),
+        optim=OptimConfig(lr=2e-2), rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120)],
     )
     trainer = pl.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, callbacks=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120), probe])
+                         enable_progress_bar=False, callbacks=[probe])
     trainer.fit(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
     assert trainer.global_step == 2 and list(probe.steps) == [2]  # one batch, two steps
     assert probe.steps[2]["rewards"].std() > 0
@@ -189,6 +190,7 @@ def test_prompt_stream_resumes_where_it_stopped(painter):
 def test_rows_reported_out_of_order_keep_their_own_completion_and_render(render_pool):
     """A backend that finishes rows in any order (a vLLM server) must not shuffle rollouts."""
     from lit_watercolour.data import Prompt
+    from lit_watercolour.rollout import collect
     from lit_watercolour.tiny_models import tiny_tokenizer
     from scripted_sampler import ScriptedSampler
 
@@ -198,14 +200,12 @@ def test_rows_reported_out_of_order_keep_their_own_completion_and_render(render_
     texts = [sketch.format(row=i) for i in range(4)]
     texts[2] = "no code in this one"  # a static gate failure between rendered rows
     prompts = [Prompt("a peach hibiscus", "p0", seed=11), Prompt("a blue iris", "p1", seed=22)]
-    module = GRPOModule(grpo_config=GRPOConfig(num_generations=2))
-    module.pool = render_pool
-    module.sampler = ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0])
-    batch, rollouts, _ = module.rollout(prompts, 2)
-    assert [r.completion for r in rollouts] == texts == batch.texts
+    batch = collect(ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0]), render_pool, prompts, 2)
+    rollouts = batch.rollouts
+    assert [r.completion for r in rollouts] == texts == batch.samples.texts
     assert [(r.prompt, r.group, r.seed) for r in rollouts] == [
         ("a peach hibiscus", 0, 11), ("a peach hibiscus", 0, 11), ("a blue iris", 1, 22), ("a blue iris", 1, 22)]
     assert rollouts[2].render is None and not rollouts[2].gate.passed
     for row in (0, 1, 3):
         assert rollouts[row].render.console == [f"log: row {row}"], row
-    assert [r.num_tokens for r in rollouts] == batch.completion_mask.sum(1).tolist()
+    assert [r.num_tokens for r in rollouts] == batch.samples.completion_mask.sum(1).tolist()

@@ -157,7 +157,7 @@ def test_sigterm_finishes_the_step_saves_and_exits_then_resume(tmp_path, painter
 
 
 def test_rollout_log_truncates_to_the_checkpoint_and_drops_a_torn_line(tmp_path):
-    from lit_watercolour.runlog import RolloutLog
+    from lit_watercolour.callbacks.runlog import RolloutLog
 
     log = RolloutLog(tmp_path / "rollouts.jsonl")
     for step in (1, 2, 3):

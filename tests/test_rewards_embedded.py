@@ -9,7 +9,7 @@ from PIL import Image
 
 from lit_watercolour.rewards.embedded import EmbeddedScorer, image_stats
 from lit_watercolour.rewards.pool import ReferencePool
-from lit_watercolour.rollout import RenderResult, Rollout
+from lit_watercolour.records import RenderResult, Rollout
 
 
 @pytest.fixture(scope="module")

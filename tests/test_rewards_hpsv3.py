@@ -68,7 +68,7 @@ def test_original_checkpoint_round_trips(tiny_hpsv3, tmp_path):
 
 def test_scores_are_sigmoid_of_mu_and_batch_invariant(tiny_hpsv3):
     model, processor = tiny_hpsv3
-    from lit_watercolour.rollout import RenderResult, Rollout
+    from lit_watercolour.records import RenderResult, Rollout
 
     scorer = HPSv3Scorer.from_model(model, processor, batch_size=2)
     pngs = [png("white"), png((200, 80, 90)), png((30, 60, 200))]

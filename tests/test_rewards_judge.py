@@ -13,7 +13,7 @@ from lit_watercolour.rewards.judge import PairwiseJudge, fit_image, parse_winner
 from lit_watercolour.rewards.judge_http import OpenAIJudge, retry_after_s
 from lit_watercolour.rewards.judge_vlm import TransformersJudge
 from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl, tiny_qwen3_vl
-from lit_watercolour.rollout import RenderResult, Rollout
+from lit_watercolour.records import RenderResult, Rollout
 
 
 def blot(n: int, size: int = 96) -> bytes:

@@ -6,7 +6,7 @@ import torch
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm, code_text, code_tokens, length_curve
 from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
-from lit_watercolour.rollout import GateResult, Rollout
+from lit_watercolour.records import GateResult, Rollout
 
 
 def test_mix_weights_passed_and_nan():

@@ -17,7 +17,7 @@ from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
 from lit_watercolour.rewards.pool import SHIPPED_POOL
 from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 
 SOURCES = SHIPPED_POOL / "sources"
 BROKEN = "function setup() {\n  createCanvas(512, 512, WEBGL);\n  brush.bleed(0.3);\n}\n"  # a 1.x name: throws

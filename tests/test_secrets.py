@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(300)
 def test_tokens_are_never_written(tmp_path, painter):  # noqa: F811
     config = yaml.safe_load((ROOT / "configs" / "tiny_random.yaml").read_text())
     with JudgeServer(failing_first(1, 500, always("A"))) as server:
-        config["trainer"]["callbacks"].insert(2, {
+        config["model"]["rewards"].append({
             "class_path": "lit_watercolour.rewards.judge.PairwiseJudge",
             "init_args": {"weight": 0.6, "references": 1, "backend": {
                 "class_path": "lit_watercolour.rewards.judge_http.OpenAIJudge",
@@ -53,5 +53,5 @@ def test_tokens_are_never_written(tmp_path, painter):  # noqa: F811
         for var, secret in SECRETS.items():
             assert secret.encode() not in data, f"{var} leaked into {where}"
     saved = yaml.safe_load(next(tmp_path.glob("runs/tiny_random/lightning_logs/version_0/config.yaml")).read_text())
-    judge = next(c for c in saved["trainer"]["callbacks"] if c["class_path"].endswith("PairwiseJudge"))
+    judge = next(c for c in saved["model"]["rewards"] if c["class_path"].endswith("PairwiseJudge"))
     assert judge["init_args"]["backend"]["init_args"]["api_key_env"] == "LW_TEST_JUDGE_KEY"  # the name is kept

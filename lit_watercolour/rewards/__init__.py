@@ -1,4 +1,4 @@
-"""Reward terms (Lightning callbacks), their mix, the judge backends and the reference pool.
+"""Reward terms, their mix, the judge backends and the reference pool.
 
 Heavy imports (transformers models) happen only when a term or backend is built.
 """
@@ -11,10 +11,10 @@ from lit_watercolour.rewards.judge import PairwiseJudge
 from lit_watercolour.rewards.judge_http import OpenAIJudge
 from lit_watercolour.rewards.judge_vlm import TransformersJudge
 from lit_watercolour.rewards.length import LengthTerm
-from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
+from lit_watercolour.rewards.mix import RewardMix, mix_rewards, resolve_weights
 from lit_watercolour.rewards.pool import ReferencePool
 
 __all__ = [
     "EmbeddedScorer", "GateTerm", "HPSv3Scorer", "LengthTerm", "OpenAIJudge", "PairwiseJudge", "ReferencePool",
-    "RewardTerm", "TransformersJudge", "mix_rewards", "resolve_weights",
+    "RewardMix", "RewardTerm", "TransformersJudge", "mix_rewards", "resolve_weights",
 ]

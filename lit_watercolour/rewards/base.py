@@ -1,37 +1,40 @@
-"""The reward-term contract: a Lightning callback that scores a batch of rollouts."""
+"""The reward-term contract: a plain object that scores a batch of rollouts."""
 
 from __future__ import annotations
 
 import math
 
-import lightning.pytorch as pl
 import torch
 
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 
 
-class RewardTerm(pl.Callback):
-    """One term of the reward mix.
+class RewardTerm:
+    """One term of the reward mix (`lit_watercolour.rewards.mix.RewardMix`).
 
     `score` returns float32 values in [0, 1], one per rollout; NaN means the score is missing
-    because a service failed after its retries (never a silent 0), so the module can drop the
-    rollout from the group baseline. `last_metrics` describes the last call and is logged by
-    the module as `reward/<name>/<key>`. Being a Callback lets a term own its model's device
-    placement and lifecycle hooks (setup/teardown) inside the Trainer.
+    because a service failed after its retries (never a silent 0), so the step can drop the
+    rollout from the group baseline. `last_metrics` describes the last call and is logged as
+    `reward/<name>/<key>`. A gated term sees only the rollouts that passed the gate (the others
+    score 0); an ungated one sees them all. `setup`/`teardown` run with the trainer's
+    (GRPOModule forwards its own): load a model there, not in `__init__`, so a config parses fast.
     """
 
     name: str = "term"
+    gated: bool = True
 
     def __init__(self, weight: float = 1.0) -> None:
         self.weight = float(weight)
         self.last_metrics: dict[str, float] = {}
 
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
     def score(self, rollouts: list[Rollout]) -> torch.Tensor:
         raise NotImplementedError
-
-    @property
-    def state_key(self) -> str:  # one callback state per term name, not per class
-        return f"{type(self).__name__}[{self.name}]"
 
 
 def summary_metrics(scores: torch.Tensor) -> dict[str, float]:

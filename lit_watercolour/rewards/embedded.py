@@ -28,7 +28,7 @@ from PIL import Image
 
 from lit_watercolour.rewards.base import RewardTerm, summary_metrics
 from lit_watercolour.rewards.pool import SHIPPED_POOL, ReferencePool
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 
 SIZE = 256  # statistics are computed at 256x256: enough for edges and tones, a few ms per image
 FEATURES = ("coverage", "softness", "layering", "palette", "saturation", "ink_luma")

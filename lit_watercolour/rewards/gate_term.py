@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from lit_watercolour.rewards.base import RewardTerm, summary_metrics
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 
 
 class GateTerm(RewardTerm):
@@ -15,6 +15,7 @@ class GateTerm(RewardTerm):
     """
 
     name = "gate"
+    gated = False  # it scores every rollout: its verdict is what the other terms are gated on
 
     def __init__(self, weight: float = 0.05) -> None:
         super().__init__(weight)

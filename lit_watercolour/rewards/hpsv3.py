@@ -26,7 +26,7 @@ from PIL import Image
 from torch import nn
 
 from lit_watercolour.rewards.base import RewardTerm, summary_metrics
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 
 REWARD_TOKEN = "<|Reward|>"
 PIXELS = 256 * 28 * 28  # 200,704
@@ -210,7 +210,7 @@ class HPSv3Scorer(RewardTerm):
     def _load(self) -> None:
         self.model, self.processor = load_hpsv3(self.checkpoint, self.base_model, self.device, getattr(torch, self.dtype))
 
-    def setup(self, trainer, pl_module, stage: str) -> None:
+    def setup(self) -> None:
         if self.model is None:  # load when the Trainer starts, on the device the config names
             self._load()
 

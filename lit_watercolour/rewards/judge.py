@@ -31,7 +31,7 @@ from PIL import Image
 
 from lit_watercolour.rewards.base import RewardTerm, summary_metrics
 from lit_watercolour.rewards.pool import DEFAULT_MIX, SHIPPED_POOL, ReferencePool
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 
 # The recipe's template and criteria, with paper white and restraint added from the brief.
 CRITERIA = (

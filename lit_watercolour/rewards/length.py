@@ -17,7 +17,7 @@ import re
 import torch
 
 from lit_watercolour.rewards.base import RewardTerm, summary_metrics
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout
 from lit_watercolour.sketch import strip_comments
 
 _SPACE = re.compile(r"\s+")

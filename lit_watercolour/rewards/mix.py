@@ -1,10 +1,16 @@
-"""Mixing term scores into one reward per rollout (pure functions)."""
+"""Mixing term scores into one reward per rollout: `RewardMix` and the pure functions it uses."""
 
 from __future__ import annotations
 
+import math
 import os
+import time
 
 import torch
+from torch import Tensor
+
+from lit_watercolour.records import Rollout
+from lit_watercolour.rewards.base import RewardTerm
 
 # term name -> environment variable overriding its weight (the recipe's two experiment knobs)
 WEIGHT_ENV = {"judge": "LIT_WATERCOLOUR_JUDGE_WEIGHT", "hpsv3": "LIT_WATERCOLOUR_HPS_WEIGHT"}
@@ -39,3 +45,46 @@ def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], pass
     for name, s in scores.items():
         total = total + float(weights[name]) * s.to(torch.float32)
     return torch.where(passed, total, torch.zeros_like(total))
+
+
+class RewardMix:
+    """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts."""
+
+    def __init__(self, terms: list[RewardTerm]) -> None:
+        names = [t.name for t in terms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"reward terms need distinct names, got {names}")
+        self.terms = terms
+
+    def score(self, rollouts: list[Rollout]) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+        """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log."""
+        if not self.terms:
+            raise RuntimeError("no reward terms: list them under `model.rewards`")
+        passed = torch.tensor([r.gate.passed for r in rollouts])
+        idx = passed.nonzero().flatten().tolist()
+        scores, metrics = {}, {}
+        for term in self.terms:
+            t0 = time.perf_counter()
+            s = torch.zeros(len(rollouts))
+            if not term.gated:
+                s = term.score(rollouts).float()
+            elif idx:
+                s[idx] = term.score([rollouts[i] for i in idx]).float()
+            scores[term.name] = s
+            metrics[f"time/score_{term.name}_s"] = time.perf_counter() - t0
+            metrics.update({f"reward/{term.name}/{k}": float(v) for k, v in term.last_metrics.items()})
+        rewards = mix_rewards(scores, resolve_weights({t.name: t.weight for t in self.terms}), passed)
+        # a browser failure says nothing about the sketch: leave it out of the baseline (NaN)
+        infra = torch.tensor([r.render is not None and r.render.infra_error for r in rollouts])
+        rewards = torch.where(infra, torch.full_like(rewards, math.nan), rewards)
+        metrics["gate/pass_rate"] = passed.float().mean().item()
+        metrics["render/infra_error_frac"] = infra.float().mean().item()
+        return rewards, scores, metrics
+
+    def setup(self) -> None:
+        for term in self.terms:
+            term.setup()
+
+    def teardown(self) -> None:
+        for term in self.terms:
+            term.teardown()

@@ -1,7 +1,8 @@
 """The run log: every finished step's rollouts as JSON lines, exactly once across resumes.
 
-Each optimizer step appends one line per rollout to `rollouts.jsonl` after its update, in a
-single write. A run resumed from a checkpoint first cuts the file back to the checkpoint's
+`RolloutLogger` appends one line per rollout of each optimizer step, every rank's rows, to
+`rollouts.jsonl` after its update, in a single write; by default in the logger's root folder,
+beside its version_N folders (a resumed run gets a new version, and keeps one log). A run resumed from a checkpoint first cuts the file back to the checkpoint's
 step, dropping steps that finished after the checkpoint (they are trained again) and any
 half-written line a killed process left, so every step the run keeps appears once.
 Missing (NaN) numbers are written as null, keeping the file standard JSON.
@@ -14,9 +15,11 @@ import math
 import os
 from pathlib import Path
 
+import lightning.pytorch as pl
+import torch
 from torch import Tensor
 
-from lit_watercolour.rollout import Rollout
+from lit_watercolour.records import Rollout, StepResult
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 
@@ -79,3 +82,38 @@ class RolloutLog:
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()]
+
+
+def log_root(trainer: pl.Trainer) -> Path | None:
+    """The logger's root folder, not its version folder; None without a logger."""
+    logger = trainer.logger
+    folder = logger and (getattr(logger, "root_dir", None) or logger.save_dir)
+    return Path(folder) if folder else None
+
+
+class RolloutLogger(pl.Callback):
+    def __init__(self, dirpath: str | None = None) -> None:  # None: the logger's root (no logger: no log)
+        self.dirpath = dirpath
+        self.log: RolloutLog | None = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        folder = Path(self.dirpath) if self.dirpath else log_root(trainer)
+        if folder is None:
+            return
+        self.log = RolloutLog(folder / ROLLOUTS_FILE)
+        if trainer.is_global_zero:  # the checkpoint's loop state is restored: later steps are trained again
+            self.log.truncate(trainer.global_step)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module, outputs: dict, batch, batch_idx: int) -> None:
+        if self.log is None:
+            return
+        step: StepResult = outputs["step"]
+        records = rollout_records(trainer.global_step, step.batch.rollouts, step.scores, step.rewards, step.advantages)
+        if trainer.world_size > 1:
+            for r in records:
+                r["rank"] = trainer.global_rank  # "row" is the row on its rank
+            parts = [None] * trainer.world_size
+            torch.distributed.all_gather_object(parts, records)
+            records = [r for part in parts for r in part]
+        if trainer.is_global_zero:
+            self.log.append(records)

@@ -11,7 +11,7 @@ side, then every snapshot, each painting (inlined as a JPEG thumbnail) beside it
 and code; `early_vs_late.png` is the first and last contact sheet side by side. Every step's
 renders are also kept beside the run's `rollouts.jsonl` (`renders/step_NNNNN/`), for
 `scripts/export_rollouts.py`.
-`python -m lit_watercolour.gallery RUN/gallery` rebuilds both from the two files.
+`python -m lit_watercolour.callbacks.gallery RUN/gallery` rebuilds both from the two files.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from lit_watercolour.callbacks.runlog import log_root
+from lit_watercolour.records import StepResult
 from lit_watercolour.rewards.embedded import PARTS
 
 TILE = 192  # contact sheet thumbnail side, pixels
@@ -95,19 +97,21 @@ class RenderGallery(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not trainer.is_global_zero:
             return
+        step_result: StepResult = outputs["step"]
         step = trainer.global_step
         out = self.run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
         self.curve.append(curve_row(step, trainer.callback_metrics))
         (out / "curve.json").write_text(json.dumps(self.curve))
-        rollouts = pl_module.last_rollouts
-        if self.keep_renders and pl_module.rollout_log is not None:
-            self.keep(pl_module.rollout_log.path.parent / "renders" / f"step_{step:05d}", rollouts)
+        rollouts = step_result.batch.rollouts
+        root = log_root(trainer)
+        if self.keep_renders and root is not None:  # beside the run log
+            self.keep(root / "renders" / f"step_{step:05d}", rollouts)
         if not rollouts or not (step % self.every_n_steps == 0 or step == 1 or step == trainer.max_steps):
             return
         step_dir = out / f"step_{step:05d}"
         step_dir.mkdir(parents=True, exist_ok=True)
-        rewards = pl_module.last_rewards.tolist()
+        rewards = step_result.rewards.tolist()
         labels = []
         for i, r in enumerate(rollouts):
             labels.append(rollout_label(rewards[i], r.gate.passed, r.gate.reason))
@@ -115,7 +119,7 @@ class RenderGallery(pl.Callback):
             if png is not None:
                 (step_dir / f"{i:02d}.png").write_bytes(png)
             (step_dir / f"{i:02d}.js").write_text(r.code or r.completion)
-            terms = {name: float(s[i]) for name, s in pl_module.last_scores.items()}
+            terms = {name: float(s[i]) for name, s in step_result.scores.items()}
             self.entries.append({
                 "step": step, "index": i, "subject": r.prompt, "reward": rewards[i], "terms": terms,
                 "gate": r.gate.reason, "detail": r.gate.detail, "png": f"step_{step:05d}/{i:02d}.png" if png else None,

@@ -15,33 +15,11 @@ at the next step. Lightning then exits with SIGTERMException (a SystemExit, stat
 
 from __future__ import annotations
 
-import random
 import shutil
 from pathlib import Path
 
 import lightning.pytorch as pl
-import numpy as np
-import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-
-
-def rng_state() -> dict:
-    """Every generator sampling touches, so a resumed run draws what the uninterrupted one would."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    numpy = (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss)  # loadable with weights_only
-    state = {"torch": torch.get_rng_state(), "numpy": numpy, "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    kind, keys, pos, has_gauss, gauss = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def adapter_dir(ckpt_path: str | Path) -> Path:
@@ -67,38 +45,59 @@ def publish_folder(folder: str | Path, repo: str, private: bool = True, message:
 
 
 class AdapterCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint that writes `<ckpt stem>-adapter/` beside each .ckpt and can publish the last one."""
+    """ModelCheckpoint with an adapter folder beside each .ckpt in `dirpath`; can publish the last one.
+
+    After each of ModelCheckpoint's own saving hooks, a .ckpt that is new or rewritten since the
+    last look gets `<stem>-adapter/` (the module's state is the one just saved), and the folder of
+    a .ckpt ModelCheckpoint removed goes too. Checkpoints already there when the run starts keep theirs.
+    """
 
     def __init__(self, hub_repo: str | None = None, hub_private: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         self.hub_repo, self.hub_private = hub_repo, hub_private
         self.last_adapter: Path | None = None
+        self.seen: dict[Path, int] = {}  # .ckpt -> the modification time its adapter was written for
 
-    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
-        super()._save_checkpoint(trainer, filepath)
-        if trainer.is_global_zero:
-            self.last_adapter = adapter_dir(filepath)
+    def checkpoints(self) -> dict[Path, int]:
+        folder = Path(self.dirpath) if self.dirpath else None
+        if folder is None or not folder.is_dir():
+            return {}
+        return {p: p.stat().st_mtime_ns for p in folder.glob(f"*{self.FILE_EXTENSION}")}
+
+    def write_adapters(self, trainer: pl.Trainer) -> None:
+        if not trainer.is_global_zero:
+            return
+        now = self.checkpoints()
+        for path in sorted((p for p, mtime in now.items() if self.seen.get(p) != mtime), key=now.get):
+            self.last_adapter = adapter_dir(path)
             trainer.lightning_module.save_adapter(self.last_adapter)
+        for path in self.seen.keys() - now.keys():
+            shutil.rmtree(adapter_dir(path), ignore_errors=True)
+        self.seen = now
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        self.seen = self.checkpoints()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args, **kwargs) -> None:
         super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
         if trainer.received_sigterm and not trainer.should_stop:
             trainer.should_stop = True
-            if self.save_last and self._last_global_step_saved == trainer.global_step:
-                return  # this step's last.ckpt is written already
-            save_last, self.save_last = self.save_last, True
-            try:
-                self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
-            finally:
-                self.save_last = save_last
+            self.last_model_path = str(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+            trainer.save_checkpoint(self.last_model_path)
+        self.write_adapters(trainer)
 
-    def _remove_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
-        super()._remove_checkpoint(trainer, filepath)
-        if trainer.is_global_zero:
-            shutil.rmtree(adapter_dir(filepath), ignore_errors=True)
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        self.write_adapters(trainer)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        self.write_adapters(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_end(trainer, pl_module)
+        self.write_adapters(trainer)
         if self.hub_repo and trainer.is_global_zero and self.last_adapter is not None:
             where = publish_folder(self.last_adapter, self.hub_repo, self.hub_private, f"step {trainer.global_step}")
             print(f"published {self.last_adapter} to {where}")

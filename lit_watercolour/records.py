@@ -1,0 +1,80 @@
+"""The records that flow through one GRPO step: render report, gate verdict, rollout, the step's
+rollout batch and what the step did with it.
+
+Every stage reads and writes these plain dataclasses, so the renderer, the gate, the reward
+terms, the module and its callbacks agree on one vocabulary and can be tested apart.
+Shapes: N rows = prompts x completions per prompt on this rank, group-major (row i is in
+group i // n); T tokens of the longest completion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the renderer and the gate use these records without torch's weight
+    from torch import Tensor
+
+    from lit_watercolour.sampling import SampleBatch
+
+CANVAS_RANGE = (256, 1024)  # the sides, in canvas units, a sketch's createCanvas may have
+
+
+@dataclass
+class RenderResult:
+    """What the browser reports for one sketch."""
+
+    png: bytes | None  # the canvas composited onto white; None when nothing was captured
+    error: str | None = None  # first uncaught error / rejection, or a harness failure ("timeout")
+    console: list[str] = field(default_factory=list)  # console messages, capped
+    elapsed_s: float = 0.0  # wall clock of pool.render, queueing excluded
+    js_s: float = 0.0  # in-page time from sketch start to the done signal
+    calls: dict[str, int] = field(default_factory=dict)  # "brush.fill" / "p5.ellipse" -> count
+    painted_fraction: float = 0.0  # share of pixels far from the modal background colour
+    violations: list[str] = field(default_factory=list)  # runtime cheating seen by the page
+    timed_out: bool = False
+    infra_error: bool = False  # the browser failed, not the sketch (after one retry)
+    width: int = 0  # the canvas the sketch created, in canvas units (the PNG is this times the density)
+    height: int = 0
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    reason: str  # a reason code, "ok" when passed; see lit_watercolour.gate.REASONS
+    detail: str = ""  # a human-readable explanation
+
+
+@dataclass
+class Rollout:
+    """One completion and everything learned about it during the step."""
+
+    prompt: str  # the subject, e.g. "a peach hibiscus"
+    completion: str  # the raw model text
+    group: int  # completions of the same prompt share a group (and its reference draw)
+    seed: int  # the render and reference-draw seed, shared by the group
+    code: str | None = None  # the extracted sketch
+    render: RenderResult | None = None
+    gate: GateResult | None = None
+    num_tokens: int = 0  # completion tokens
+
+
+@dataclass
+class RolloutBatch:
+    """One step's rollouts on this rank: sampled, extracted, gated, rendered."""
+
+    samples: SampleBatch  # prompt ids/mask [N, P], completion ids/mask and log-probs [N, T]
+    rollouts: list[Rollout]  # [N], row i of `samples`
+    metrics: dict[str, float]  # time/* of sampling and rendering
+
+
+@dataclass
+class StepResult:
+    """What one training step did, returned to the callbacks (gallery, run log) as `outputs["step"]`."""
+
+    batch: RolloutBatch
+    scores: dict[str, Tensor]  # term name -> [N], 0 where a gated term skipped a rollout
+    rewards: Tensor  # [N] the mix; NaN: missing (a failed service or browser)
+    group_rewards: Tensor  # [groups x num_generations]: every rank's rows, whole groups
+    advantages: Tensor  # [N]
+    metrics: dict[str, float]  # everything the step logged

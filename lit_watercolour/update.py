@@ -1,0 +1,141 @@
+"""The update of one GRPO step: the clipped policy-gradient loss over micro-batches of the rollout
+batch (gradient accumulation), one clipped optimizer step, or a skipped one.
+
+Plain torch: the module hands in its optimizer, scheduler and backward (Lightning's, which
+knows DDP and precision). A non-finite loss or gradient norm skips the step with the
+gradients dropped; a skipped step still advances the optimizer's step count and the LR schedule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+from torchmetrics.aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
+
+from lit_watercolour import grpo
+from lit_watercolour.policy import adapter_in_model_dtype, completion_logps
+from lit_watercolour.sampling import SampleBatch, SamplingConfig
+
+
+@dataclass
+class GRPOConfig:
+    num_generations: int = 8  # completions per prompt: one group
+    micro_batch_size: int = 1  # rows per forward/backward; the step accumulates over all rows
+    num_iterations: int = 1  # optimizer steps per rollout batch (>1 reuses it with old log-probs)
+    loss_type: grpo.LossType = "dapo"
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # None: epsilon; DAPO's clip-higher uses 0.28
+    beta: float = 0.0  # k3 KL to the reference (the adapter switched off)
+    use_bias_correction_kl: bool = True  # KL times the importance ratio (TRL 1.16's default)
+    scale_rewards: grpo.ScaleRewards = "group"
+    mask_truncated_completions: bool = False
+
+
+@dataclass
+class OptimConfig:
+    optimizer: Literal["adamw", "adamw_8bit"] = "adamw"
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    lr_scheduler: str = "constant_with_warmup"  # any transformers.get_scheduler name, e.g. "cosine"
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0  # 0: no clipping
+
+
+# How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.
+AGGREGATORS = {"sum": SumMetric, "token_mean": MeanMetric, "min": MinMetric, "max": MaxMetric}
+UPDATE_METRICS = {
+    "loss": "sum",  # each micro-batch's loss is its share of the step's
+    "entropy": "token_mean", "kl": "token_mean", "ratio/mean": "token_mean",
+    "clip_ratio/low_mean": "token_mean", "clip_ratio/high_mean": "token_mean", "clip_ratio/region_mean": "token_mean",
+    "clip_ratio/low_min": "min", "clip_ratio/high_max": "max",  # per-sequence extremes stay extremes
+    "sampling/logp_diff_mean": "token_mean",
+}
+
+
+def micro_batches(samples: SampleBatch, size: int):
+    """Row slices of `size`, with the prompt columns they use and their longest completion."""
+    for lo in range(0, samples.completion_mask.shape[0], size):
+        sl = slice(lo, lo + size)
+        p_keep = samples.prompt_mask[sl].any(0)  # prompts are left-padded
+        c_len = max(1, int(samples.completion_mask[sl].sum(1).max()))
+        yield sl, p_keep, c_len
+
+
+def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig, c: SamplingConfig,
+                  optim: OptimConfig, optimizer, scheduler, backward: Callable[[Tensor], None],
+                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n) -> dict[str, float]:
+    """One optimizer step over the whole rollout batch. `world_tokens`: this rank's token count ->
+    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL)."""
+    mask = samples.completion_mask.float()
+    if g.mask_truncated_completions:
+        mask = grpo.mask_truncated_completions(mask, samples.truncated)
+    accumulation = math.ceil(mask.shape[0] / g.micro_batch_size)
+    num_items = world_tokens(mask.sum())
+    metrics = {k: AGGREGATORS[kind](nan_strategy="ignore", sync_on_compute=False) for k, kind in UPDATE_METRICS.items()}
+    finite = True
+    optimizer.zero_grad()
+    for sl, p_keep, c_len in micro_batches(samples, g.micro_batch_size):
+        ids, m = samples.completion_ids[sl, :c_len], mask[sl, :c_len]
+        args = (samples.prompt_ids[sl][:, p_keep], samples.prompt_mask[sl][:, p_keep], ids,
+                samples.completion_mask[sl, :c_len], c.temperature, g.micro_batch_size)
+        logps, entropy = completion_logps(model, *args)
+        ref = None
+        if g.beta != 0.0:
+            with torch.no_grad(), model.disable_adapter():
+                ref = completion_logps(model, *args)[0]
+        # on-policy (num_iterations 1) the ratio is exactly 1, as in TRL; the sampler's own
+        # log-probs are the old policy only when the batch is reused
+        old = samples.logps[sl, :c_len] if g.num_iterations > 1 else None
+        m = m.to(logps.device)
+        loss, step = grpo.grpo_loss(
+            logps, advantages[sl].to(logps.device), m, old_logps=old, ref_logps=ref, loss_type=g.loss_type,
+            epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, use_bias_correction_kl=g.use_bias_correction_kl,
+            num_items_in_batch=num_items, max_completion_length=c.max_completion_length,
+            gradient_accumulation_steps=accumulation,
+        )
+        finite = finite and bool(torch.isfinite(loss))
+        with adapter_in_model_dtype(model):  # the checkpointed layers recompute in here
+            backward(loss)
+        step.update(loss=loss.detach(), entropy=grpo.masked_mean(entropy.detach(), m))
+        sampled = samples.logps if samples.sampler_logps is None else samples.sampler_logps
+        if sampled is not None:  # trainer vs sampling-engine log-probs: ~0 for hf; vLLM renormalises top-k/top-p
+            step["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)
+        for k, v in step.items():
+            weight = {"weight": float(m.sum())} if UPDATE_METRICS[k] == "token_mean" else {}
+            metrics[k].update(v.float().cpu(), **weight)
+    out = {k: float(metric.compute()) for k, metric in metrics.items() if metric.update_called}
+    out = {k: v for k, v in out.items() if not (UPDATE_METRICS[k] in ("min", "max") and math.isinf(v))}  # all NaN
+    return {**out, **optimizer_step(model, optimizer, scheduler, optim.max_grad_norm, finite)}
+
+
+def optimizer_step(model, optimizer, scheduler, max_grad_norm: float, finite: bool) -> dict[str, float]:
+    """Clip the accumulated gradients and step, unless the loss or the gradient norm is not finite."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = [p.grad for p in params if p.grad is not None]
+    grad_norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+    finite = finite and bool(torch.isfinite(grad_norm))
+    if finite and max_grad_norm > 0:
+        # plain torch clipping: weights are already in policy.dtype, no loss scaler (no "16-mixed")
+        torch.nn.utils.clip_grads_with_norm_(params, max_grad_norm, grad_norm)
+    lr = scheduler.get_last_lr()[0]  # the rate this step uses
+    if finite:
+        optimizer.step()
+        scheduler.step()
+    else:
+        skip_step(optimizer, scheduler)
+    return {"grad_norm": float(grad_norm), "lr": lr, "train/skipped_nonfinite": float(not finite)}
+
+
+def skip_step(optimizer, scheduler) -> None:
+    """Count a step without learning: gradients dropped, so the optimizer leaves every
+    parameter and its state alone, while the step count and the LR schedule advance."""
+    optimizer.zero_grad(set_to_none=True)  # torch (and bitsandbytes) optimizers skip params without .grad
+    optimizer.step()
+    scheduler.step()
