@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from lit_watercolour.rewards.embedded import PARTS
+from lit_watercolour.rewards.image_stats import PARTS
 
 TILE = 192  # contact sheet thumbnail side, pixels
 LABEL_H = 30

@@ -208,8 +208,8 @@ def main(argv=None) -> dict:
         raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
     from lit_watercolour.__main__ import WatercolourCLI
     from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
-    from lit_watercolour.rewards.judge_vlm import TransformersJudge
-    from lit_watercolour.rewards.tiny_vl import tiny_hpsv3, tiny_qwen3_vl
+    from lit_watercolour.rewards.transformers_judge import TransformersJudge
+    from lit_watercolour.tiny_models import tiny_hpsv3, tiny_qwen3_vl
 
     t0 = time.perf_counter()
     report = Report(args.out / LINES_FILE)
