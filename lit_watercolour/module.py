@@ -54,7 +54,7 @@ from lit_watercolour.policy import (
 )
 from lit_watercolour.render import ThreadedRenderPool
 from lit_watercolour.rewards.base import RewardTerm
-from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
+from lit_watercolour.rewards.mix import mix_rewards
 from lit_watercolour.rollout import GateResult, RenderResult, Rollout
 from lit_watercolour.runlog import ROLLOUTS_FILE, RolloutLog, rollout_records
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
@@ -289,7 +289,7 @@ class GRPOModule(pl.LightningModule):
             scores[term.name] = s
             metrics[f"time/score_{term.name}_s"] = time.perf_counter() - t0
             metrics.update({f"reward/{term.name}/{k}": float(v) for k, v in term.last_metrics.items()})
-        rewards = mix_rewards(scores, resolve_weights({t.name: t.weight for t in terms}), passed)
+        rewards = mix_rewards(scores, {t.name: t.weight for t in terms}, passed)
         # a browser failure says nothing about the sketch: leave it out of the baseline (NaN)
         infra = torch.tensor([r.render is not None and r.render.infra_error for r in rollouts])
         rewards = torch.where(infra, torch.full_like(rewards, math.nan), rewards)

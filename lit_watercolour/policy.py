@@ -292,7 +292,7 @@ def fuse_lora_linears(model: torch.nn.Module) -> int:
 @contextmanager
 def adapter_merged(model: PeftModel) -> Iterator[None]:
     """The LoRA adapter folded into the base weights for the duration: decoding then skips the
-    adapter's extra matmuls (1.25x the tokens/s for the tiny policy on a CPU). The base
+    adapter's extra matmuls (README, "Benchmarks"). The base
     weights are restored from a copy afterwards, bit-exactly: unmerging subtracts in the weights'
     dtype and would drift a bf16 base (the KL reference) a little every step."""
     from peft.tuners.lora import LoraLayer

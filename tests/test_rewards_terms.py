@@ -12,7 +12,7 @@ from lit_watercolour.rewards.hpsv3 import HPSv3Model, HPSv3Scorer, add_reward_to
 from lit_watercolour.rewards.image_stats import ImageStatsScorer
 from lit_watercolour.rewards.judge import PairwiseJudge
 from lit_watercolour.rewards.length import LengthTerm
-from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
+from lit_watercolour.rewards.mix import mix_rewards
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rewards.pool import SHIPPED_POOL
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
@@ -84,6 +84,6 @@ def test_vlm_judge_and_hpsv3_on_real_renders(rendered):
         full = torch.zeros(len(rendered))
         full[passed_mask] = s  # the module puts 0 for gate-failed rollouts
         scores[name] = full
-    weights = resolve_weights({"gate": 0.05, "length": 0.05, "judge": 0.60, "hpsv3": 0.30})
+    weights = {"gate": 0.05, "length": 0.05, "judge": 0.60, "hpsv3": 0.30}
     r = mix_rewards(scores, weights, passed_mask)
     assert r[3] == 0 and ((r[:3] > 0) & (r[:3] <= 1)).all() and not math.isnan(r.sum().item())

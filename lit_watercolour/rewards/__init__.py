@@ -9,12 +9,12 @@ from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
 from lit_watercolour.rewards.image_stats import ImageStatsScorer
 from lit_watercolour.rewards.judge import PairwiseJudge
 from lit_watercolour.rewards.length import LengthTerm
-from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
+from lit_watercolour.rewards.mix import mix_rewards
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rewards.pool import ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
 
 __all__ = [
     "GateTerm", "HPSv3Scorer", "ImageStatsScorer", "LengthTerm", "OpenAIJudge", "PairwiseJudge", "ReferencePool",
-    "RewardTerm", "TransformersJudge", "mix_rewards", "resolve_weights",
+    "RewardTerm", "TransformersJudge", "mix_rewards",
 ]

@@ -1,27 +1,8 @@
-"""Mixing term scores into one reward per rollout (pure functions)."""
+"""Mixing term scores into one reward per rollout (a pure function)."""
 
 from __future__ import annotations
 
-import os
-
 import torch
-
-# term name -> environment variable overriding its weight (the recipe's two experiment knobs)
-WEIGHT_ENV = {"judge": "LIT_WATERCOLOUR_JUDGE_WEIGHT", "hpsv3": "LIT_WATERCOLOUR_HPS_WEIGHT"}
-
-
-def resolve_weights(weights: dict[str, float]) -> dict[str, float]:
-    """Config weights with the environment overrides applied to the terms that are present."""
-    out = {name: float(w) for name, w in weights.items()}
-    for name, var in WEIGHT_ENV.items():
-        raw = os.environ.get(var)
-        if raw is None or raw.strip() == "" or name not in out:
-            continue
-        try:
-            out[name] = float(raw)
-        except ValueError as e:
-            raise ValueError(f"{var}={raw!r} is not a number") from e
-    return out
 
 
 def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], passed: torch.Tensor) -> torch.Tensor:
