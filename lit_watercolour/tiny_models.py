@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, PreTrainedModel, PreTrainedTokenizerFast
 
-from lit_watercolour.prompts import SYSTEM_PROMPT
+from lit_watercolour.prompts import SYSTEM_PROMPT, skeleton
 
 QWEN_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)
 THINK_TOKENS = ["<think>", "</think>"]
@@ -43,17 +43,7 @@ VL_CHAT_TEMPLATE = (
 )
 
 # Text the tokenizer learns its merges from: the prompt and the code a painter writes.
-SAMPLE_SKETCH = """```js
-function setup() {
-  createCanvas(512, 512, WEBGL);
-  angleMode(DEGREES);
-  noLoop();
-}
-function draw() {
-  translate(-width / 2, -height / 2);
-  background("#fbf7ee");
-  brush.scaleBrushes(2);
-  brush.noStroke();
+SAMPLE_SKETCH = "```js\n" + skeleton("""  brush.noStroke();
   brush.fill("#f2a07b", 120);
   brush.fillBleed(0.25);
   brush.fillTexture(0.4, 0.3);
@@ -64,9 +54,7 @@ function draw() {
   brush.vertex(210, 330);
   brush.endShape(true);
   brush.fill("#7aa35a", 90);
-  brush.circle(256, 380, 60);
-}
-```"""
+  brush.circle(256, 380, 60);""") + "```"
 
 
 def bpe_tokenizer(texts: list[str], vocab_size: int, special_tokens: list[str], chat_template: str = CHAT_TEMPLATE,
