@@ -45,7 +45,7 @@ def test_gate_and_length_on_real_renders(rendered):
     assert s[3] == 0.0  # too short
 
 
-def test_embedded_on_real_renders(rendered):
+def test_image_stats_on_real_renders(rendered):
     passed = [r for r in rendered if r.gate.passed]
     s = ImageStatsScorer().score(passed)
     assert not torch.isnan(s).any() and ((s >= 0) & (s <= 1)).all()
