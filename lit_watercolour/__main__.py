@@ -3,7 +3,9 @@
 The YAML is the interface: `model:` configures GRPOModule (the reward terms, policy, sampling, GRPO,
 optimiser), `data:` the subjects, `trainer.callbacks:` the gallery, the run log and checkpointing. `predict`
 paints the data's subjects with the policy (a trained adapter via `--ckpt_path` or
-`--model.policy.adapter`) into `model.predict_dir`.
+`--model.policy.adapter`) into `model.predict_dir`. Without --config the subcommands read
+configs/default.yaml. Every option can also come from the environment, named as `--help` shows
+(`LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS`); a --config or a flag beats the environment.
 """
 
 from __future__ import annotations
@@ -19,28 +21,32 @@ from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
 
 
-# `fit` with no --config runs the offline default; other configs replace it.
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+SUBCOMMANDS = ("fit", "validate", "predict")
 
 
 class WatercolourCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True) -> None:
+        argv = sys.argv[1:] if args is None else args
         super().__init__(
             GRPOModule,
             PromptDataModule,
             save_config_kwargs={"overwrite": True},
             auto_configure_optimizers=False,  # GRPOModule.optim configures them
-            parser_kwargs={"default_env": True},
+            parser_kwargs={"default_env": True, "env_prefix": "LIT_WATERCOLOUR", **default_config_files(argv)},
             args=args,
             run=run,
         )
 
 
-def with_default_config(args: list[str]) -> list[str]:
-    """`fit` (validate, predict) without --config means the offline default config."""
-    if args and args[0] in ("fit", "validate", "predict") and not any(a.startswith("--config") for a in args):
-        return [args[0], "--config", str(DEFAULT_CONFIG), *args[1:]]
-    return args
+def default_config_files(argv: list[str]) -> dict:
+    """The offline default config as jsonargparse's default_config_files, when no --config is given.
+
+    Only then: jsonargparse lays default_config_files under a --config, so default.yaml's settings
+    would leak into every other config's run."""
+    if any(a in ("-c", "--config") or a.startswith("--config=") for a in argv):
+        return {}
+    return {command: {"default_config_files": [str(DEFAULT_CONFIG)]} for command in SUBCOMMANDS}
 
 
 def quiet_known_warnings() -> None:
@@ -57,10 +63,7 @@ def quiet_known_warnings() -> None:
 
 def main(args: list[str] | None = None) -> WatercolourCLI:
     quiet_known_warnings()
-    if args is None:  # from the command line: LightningCLI reads sys.argv itself (given both, it warns)
-        sys.argv[1:] = with_default_config(sys.argv[1:])
-        return WatercolourCLI()
-    return WatercolourCLI(args=with_default_config(args))
+    return WatercolourCLI(args=args)  # None: LightningCLI reads sys.argv itself (given both, it warns)
 
 
 if __name__ == "__main__":

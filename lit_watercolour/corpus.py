@@ -13,7 +13,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from lit_watercolour.prompts import CANVAS_SIZE
+from lit_watercolour.prompts import skeleton
 
 # subject -> (petal colours, centre colours, leaf colours); flowers dominate the corpus
 FLOWERS: dict[str, tuple[list[str], list[str], list[str]]] = {
@@ -96,19 +96,7 @@ class Sketch:
         self.add("brush.endShape(true);", indent)
 
     def code(self) -> str:
-        head = [
-            "function setup() {",
-            f"  createCanvas({CANVAS_SIZE}, {CANVAS_SIZE}, WEBGL);",
-            "  angleMode(DEGREES);",
-            "  noLoop();",
-            "}",
-            "function draw() {",
-            "  translate(-width / 2, -height / 2);",
-            f'  background("{self.paper}");',
-            "  brush.scaleBrushes(2);",
-            "  brush.noStroke();",
-        ]
-        return "\n".join([*head, *self.lines, "}"]) + "\n"
+        return skeleton("\n".join(["  brush.noStroke();", *self.lines]), self.paper)
 
 
 class Style:

@@ -17,22 +17,18 @@ from pathlib import Path
 
 CANVAS_SIZE = 512
 
+
+def skeleton(body: str, paper: str = "#fbf7ee", canvas: str = f"createCanvas({CANVAS_SIZE}, {CANVAS_SIZE}, WEBGL);") -> str:
+    """The offline prompt's sketch, `body` (indented lines) painting inside draw()."""
+    return (f"function setup() {{\n  {canvas}\n  angleMode(DEGREES);\n  noLoop();\n}}\nfunction draw() {{\n"
+            f"  translate(-width / 2, -height / 2);\n  background(\"{paper}\");\n  brush.scaleBrushes(2);\n{body}\n}}\n")
+
+
 SYSTEM_PROMPT = f"""You paint watercolours by writing a p5.js 2.x sketch that uses the p5.brush library, available as the global `brush`.
 
 Always use this skeleton:
 ```js
-function setup() {{
-  createCanvas({CANVAS_SIZE}, {CANVAS_SIZE}, WEBGL);
-  angleMode(DEGREES);
-  noLoop();
-}}
-function draw() {{
-  translate(-width / 2, -height / 2);
-  background("#fbf7ee");
-  brush.scaleBrushes(2);
-  // painting goes here
-}}
-```
+{skeleton("  // painting goes here")}```
 The origin is at the top left after the translate; the centre is ({CANVAS_SIZE // 2}, {CANVAS_SIZE // 2}). A negative coordinate is off the canvas and paints nothing. Colours are hex strings.
 
 Use only these methods of `brush`; nothing else on `brush` exists:

@@ -86,12 +86,9 @@ ORIGIN = "http://sketch.invalid"
 CHROMIUM_ENV = "LIT_WATERCOLOUR_CHROMIUM"
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
 
-# Chosen by measurement (scripts/bench_render.py, 7 fixture sketches, 2 cores shared with
-# other jobs): without --disable-accelerated-2d-canvas the same batch took 435 s instead of
-# 17 s (p5.brush rasterises every fill into an offscreen Canvas2D mask, and GPU-rasterised
-# Canvas2D under SwiftShader is ~25x slower than the software path; on an H200 GPU Canvas2D is
-# fastest alone and slowest in a crowd). The host-resolver rule makes any request that escapes
-# routing fail at DNS. The background flags keep timers and rAF at full rate in pages that are
+# p5.brush rasterises every fill into an offscreen Canvas2D mask, and GPU-rasterised Canvas2D
+# is far slower than the software path under SwiftShader (README, "Rendering"). The host-resolver
+# rule makes any request that escapes routing fail at DNS. The background flags keep timers and rAF at full rate in pages that are
 # not in front; the V8 heap cap makes a runaway allocation kill its own renderer early.
 COMMON_ARGS: tuple[str, ...] = (
     "--disable-accelerated-2d-canvas",
@@ -104,7 +101,7 @@ COMMON_ARGS: tuple[str, ...] = (
 )
 # SwiftShader must be opted into since Chrome 139.
 SWIFTSHADER_ARGS: tuple[str, ...] = ("--use-angle=swiftshader", "--enable-unsafe-swiftshader")
-# ANGLE on Vulkan, as measured on an H200 node (../shared/tools/gpu-chromium/README.md).
+# ANGLE on Vulkan: what renders on an H200 node's GPU (../shared/tools/gpu-chromium/README.md).
 GPU_ARGS: tuple[str, ...] = (
     "--use-angle=vulkan", "--enable-features=Vulkan", "--disable-vulkan-surface", "--enable-gpu", "--ignore-gpu-blocklist",
 )
@@ -162,10 +159,9 @@ def available_cores() -> int:
 
 def default_browsers(backend: str, size: int, cores: int | None = None) -> int:
     """Browsers for `size` pages. SwiftShader rasterises in each browser's one GPU process, so it
-    gains from more browsers (16 cores: 3.0 renders/s with 16 browsers, 1.9 with one), and a page
-    alone in its browser is judged by its own time without a second run: one browser per page. A
-    real GPU does not gain (H200, 16 cores, 16 pages: 6.6/s on one browser, 5.5 on two, 6.0 on
-    four): one browser per 16 cores."""
+    gains from more browsers, and a page alone in its browser is judged by its own time without a
+    second run: one browser per page. A real GPU does not gain: one browser per 16 cores (README,
+    "Rendering")."""
     if backend != "gpu":
         return size
     return max(1, min(size, (cores or available_cores()) // 16))
@@ -797,7 +793,7 @@ class RenderPool:
         png = None
         if (report.get("png") or "").startswith("data:image/png;base64,"):
             png = base64.b64decode(report["png"].split(",", 1)[1])
-        # off the event loop (PNG decoding and numpy release the GIL): ~20-30 ms a 512 image
+        # off the event loop (PNG decoding and numpy release the GIL): tens of ms a 512 image
         fraction = await asyncio.to_thread(painted_fraction, png) if png else 0.0
         return RenderResult(
             png=png,

@@ -1,9 +1,10 @@
-"""Tiny random-init policies built offline: a locally trained BPE tokenizer and a small config.
+"""Tiny random-init models built offline: locally trained BPE tokenizers and small configs.
 
-No weights can be downloaded where this project is built and tested, so tests, the CPU
-config and the GPU benchmark build models from a config instead. `save_tiny_policy` writes
-a standard transformers folder (config, weights, tokenizer, chat template), so the very
-code that loads a Hub id or a local folder loads these too.
+No weights can be downloaded where this project is built and tested, so tests, the CPU config,
+the benchmarks and the recipe rehearsal build models from a config instead: policies (Qwen3,
+Qwen3-MoE, Qwen3.5-MoE) and the judge / HPSv3 architectures (Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE).
+`save_tiny_policy` writes a standard transformers folder (config, weights, tokenizer, chat
+template), so the very code that loads a Hub id or a local folder loads these too.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, PreTrainedModel, PreTrainedTokenizerFast
 
-from lit_watercolour.prompts import SYSTEM_PROMPT
+from lit_watercolour.prompts import SYSTEM_PROMPT, skeleton
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+QWEN_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)
+THINK_TOKENS = ["<think>", "</think>"]
+VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 
 # Qwen3's template reduced to what single-turn GRPO needs, keeping its `enable_thinking` switch.
 CHAT_TEMPLATE = (
@@ -28,18 +31,19 @@ CHAT_TEMPLATE = (
     "{%- endif %}"
 )
 
+# The Qwen2-VL chat template, reduced to what the scorers use (user/assistant turns, images).
+VL_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
 # Text the tokenizer learns its merges from: the prompt and the code a painter writes.
-SAMPLE_SKETCH = """```js
-function setup() {
-  createCanvas(512, 512, WEBGL);
-  angleMode(DEGREES);
-  noLoop();
-}
-function draw() {
-  translate(-width / 2, -height / 2);
-  background("#fbf7ee");
-  brush.scaleBrushes(2);
-  brush.noStroke();
+SAMPLE_SKETCH = "```js\n" + skeleton("""  brush.noStroke();
   brush.fill("#f2a07b", 120);
   brush.fillBleed(0.25);
   brush.fillTexture(0.4, 0.3);
@@ -50,26 +54,27 @@ function draw() {
   brush.vertex(210, 330);
   brush.endShape(true);
   brush.fill("#7aa35a", 90);
-  brush.circle(256, 380, 60);
-}
-```"""
+  brush.circle(256, 380, 60);""") + "```"
+
+
+def bpe_tokenizer(texts: list[str], vocab_size: int, special_tokens: list[str], chat_template: str = CHAT_TEMPLATE,
+                  pre_tokenizer=None, **kwargs) -> PreTrainedTokenizerFast:
+    """A byte-level BPE (any text round-trips) learnt from `texts`, with Qwen's eos and pad tokens.
+
+    `pre_tokenizer` replaces the plain byte-level split; `kwargs` go to PreTrainedTokenizerFast."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizer or pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   chat_template=chat_template, **kwargs)
 
 
 def tiny_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
-    """A byte-level BPE (any text round-trips) with Qwen's special tokens and chat template."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator([SYSTEM_PROMPT, SAMPLE_SKETCH] * 4, trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        chat_template=CHAT_TEMPLATE,
-    )
+    """The tiny policies' tokenizer: Qwen's special tokens and chat template, merges from the prompt and a sketch."""
+    return bpe_tokenizer([SYSTEM_PROMPT, SAMPLE_SKETCH] * 4, vocab_size, QWEN_TOKENS + THINK_TOKENS)
 
 
 def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: int = 2, **overrides):
@@ -144,3 +149,105 @@ def save_tiny_policy(path: str | Path, arch: str = "qwen3", seed: int = 0, **con
     build_tiny_model(arch, tokenizer, seed=seed, **config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+# Text the vision-language tokenizer learns from: the judge's and HPSv3's prompts.
+VL_TEXTS = [
+    "You are judging two generative watercolour paintings, image A first and image B second.",
+    "Which one is the better watercolour painting? Answer A or B. Textual prompt - a loose watercolour flower",
+    "Please provide the overall ratings of this image: Visual Quality Text Alignment 0 to 10",
+] * 4
+
+
+def tiny_vl_tokenizer(vocab_size: int = 400) -> PreTrainedTokenizerFast:
+    """The tiny vision-language models' tokenizer: Qwen's text and vision tokens, the Qwen2-VL template."""
+    return bpe_tokenizer(VL_TEXTS, vocab_size, QWEN_TOKENS + VISION_TOKENS, VL_CHAT_TEMPLATE,
+                         extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                                               "vision_start_token": "<|vision_start|>",
+                                               "vision_end_token": "<|vision_end|>"})
+
+
+def build_processor(processor_cls, tokenizer, patch_size: int, merge_size: int = 2):
+    """A processor from a local tokenizer and the PIL image processor, with no video processor.
+
+    ProcessorMixin checks every attribute's class, and the video processor's class is only
+    importable with torchvision; the scorers never pass video, so that check is skipped here.
+    """
+    from unittest import mock
+
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from transformers.processing_utils import ProcessorMixin
+
+    image_processor = Qwen2VLImageProcessorPil(patch_size=patch_size, merge_size=merge_size)
+    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda *a: None):
+        return processor_cls(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
+                             chat_template=tokenizer.chat_template)
+
+
+def _token_ids(tok) -> dict[str, int]:
+    ids = tok.convert_tokens_to_ids
+    return dict(image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+                vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
+
+
+def _heads(hidden: int) -> tuple[int, int]:
+    """(attention heads, head_dim): 4 heads while tiny, 64-wide heads from 256 up."""
+    return (4, hidden // 4) if hidden < 256 else (hidden // 64, 64)
+
+
+def _rope(hidden: int, **extra) -> dict:
+    half = _heads(hidden)[1] // 2  # mrope sections split head_dim / 2 into (t, h, w)
+    return {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [half - 2 * (half // 3), half // 3, half // 3], **extra}
+
+
+def _text(tok, hidden: int, layers: int, **extra) -> dict:
+    heads, head_dim = _heads(hidden)
+    return dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                num_attention_heads=heads, num_key_value_heads=max(heads // 2, 1), head_dim=head_dim,
+                tie_word_embeddings=False, pad_token_id=tok.pad_token_id, bos_token_id=None,
+                eos_token_id=tok.eos_token_id, **extra)
+
+
+def tiny_qwen2_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, vision_width: int = 32, seed: int = 0):
+    """(model, processor): Qwen2VLForConditionalGeneration with random weights, the HPSv3 backbone."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor
+
+    tok = tiny_vl_tokenizer()
+    cfg = Qwen2VLConfig(
+        text_config=_text(tok, hidden, layers, rope_parameters=_rope(hidden)),
+        vision_config=dict(depth=vision_depth, embed_dim=vision_width, hidden_size=hidden, num_heads=max(vision_width // 64, 2), mlp_ratio=2,
+                           patch_size=14, spatial_merge_size=2),
+        tie_word_embeddings=False, **_token_ids(tok),
+    )
+    torch.manual_seed(seed)
+    return Qwen2VLForConditionalGeneration(cfg).eval(), build_processor(Qwen2VLProcessor, tok, patch_size=14)
+
+
+def tiny_qwen3_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, vision_width: int = 32, moe: bool = False,
+                  seed: int = 0):
+    """(model, processor): Qwen3-VL (dense) or Qwen3-VL-MoE (the recipe judge's architecture), random weights."""
+    from transformers import (Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig,
+                              Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor)
+
+    tok = tiny_vl_tokenizer()
+    text = _text(tok, hidden, layers, rope_parameters=_rope(hidden, mrope_interleaved=True))
+    if moe:
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=hidden, decoder_sparse_step=1)
+    vision = dict(depth=vision_depth, hidden_size=vision_width, intermediate_size=2 * vision_width,
+                  num_heads=max(vision_width // 64, 2), out_hidden_size=hidden,
+                  patch_size=16, spatial_merge_size=2, num_position_embeddings=64, deepstack_visual_indexes=[0])
+    config_cls, model_cls = (Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration) if moe else (Qwen3VLConfig, Qwen3VLForConditionalGeneration)
+    cfg = config_cls(text_config=text, vision_config=vision, tie_word_embeddings=False, **_token_ids(tok))
+    torch.manual_seed(seed)
+    return model_cls(cfg).eval(), build_processor(Qwen3VLProcessor, tok, patch_size=16)
+
+
+def tiny_hpsv3(seed: int = 0, **sizes):
+    """(HPSv3Model, processor): HPSv3's reward head on a tiny random-init Qwen2-VL, with `<|Reward|>` added."""
+    from lit_watercolour.rewards.hpsv3 import HPSv3Model, add_reward_token
+
+    backbone, processor = tiny_qwen2_vl(seed=seed, **sizes)
+    token = add_reward_token(processor)
+    backbone.resize_token_embeddings(len(processor.tokenizer))
+    torch.manual_seed(seed + 1)
+    return HPSv3Model(backbone, token).eval(), processor

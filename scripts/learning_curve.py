@@ -18,7 +18,7 @@ Chromium) to its own C cores: on a 16-core node, 8 runs of 2 cores stand in for 
 Runs are configs x variants x seeds; a variant is a name and fit arguments applied on top of each config.
 
 Prints one JSON line per run (wall time, step seconds, first/last-k reward, gate pass rate, the
-embedded score of passing sketches) and one per config (mean gain, spread, their ratio), and
+image-statistics score of passing sketches) and one per config (mean gain, spread, their ratio), and
 writes them all to OUT/summary.json.
 """
 
@@ -122,14 +122,14 @@ def run_record(run: Run, k: int) -> dict:
         return {**record, "error": f"fit failed (exit {run.returncode}): see {run.out / 'fit.log'}"}
     metrics = found[-1]
     rewards, passed = column(metrics, "reward"), column(metrics, "gate/pass_rate")
-    painted = column(metrics, "reward/embedded/mean")  # the scorer on passing sketches only: no gate noise
+    painted = column(metrics, "reward/image_stats/mean")  # the scorer on passing sketches only: no gate noise
     steps = column(metrics, "time/step_s")
     first, last = statistics.mean(rewards[:k]), statistics.mean(rewards[-k:])
     return {**record, "steps": len(rewards), "steps_s": round(sum(steps), 1), "outside_steps_s": round(run.wall_s - sum(steps), 1),
             "mean_step_s": round(statistics.mean(steps), 2),
             "first_k_reward": round(first, 4), "last_k_reward": round(last, 4), "gain": round(last - first, 4),
             "first_k_pass": mean_or_none(passed[:k]), "last_k_pass": mean_or_none(passed[-k:]),
-            "first_k_embedded": mean_or_none(painted[:k]), "last_k_embedded": mean_or_none(painted[-k:]),
+            "first_k_image_stats": mean_or_none(painted[:k]), "last_k_image_stats": mean_or_none(painted[-k:]),
             "rewards": [round(r, 3) for r in rewards]}
 
 

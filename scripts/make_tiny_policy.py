@@ -7,12 +7,9 @@ safetensors, tokenizer, generation config).
 
     python scripts/make_tiny_policy.py --out lit_watercolour/assets/tiny_policy  # add --device cuda where a GPU is
 
-The shipped checkpoint is these defaults with --device cuda: 4000 steps of 16 fresh sketches,
-259 s on one H200 (final loss ~0.5). On a CPU the same run takes ~2.4 s a step on 2 cores (~2.7 h);
-fewer steps give a policy that writes valid sketches but blurs the corpus's qualities into one
-average wash, which leaves GRPO little to learn: sampled at temperature 1, 1500 steps of 8 wrote
-17% sparse or opaque sketches (8 of 48, by mean fill opacity), these defaults 27% (34 of 128),
-the corpus 28%.
+The shipped checkpoint is these defaults with --device cuda (timings in the README). Fewer steps
+give a policy that writes valid sketches but blurs the corpus's qualities into one average wash,
+which leaves GRPO little to learn.
 """
 
 from __future__ import annotations
@@ -24,45 +21,24 @@ import time
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, pre_tokenizers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from lit_watercolour.corpus import Sample, make_corpus, make_sample
 from lit_watercolour.prompts import chat_messages
-
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-THINK_TOKENS = ["<think>", "</think>"]
-# Qwen3's template, cut down to what a text-only policy needs; enable_thinking=False closes an
-# empty think block in the generation prompt, as Qwen3 does
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
-    "{%- endif %}"
-)
+from lit_watercolour.tiny_models import QWEN_TOKENS, THINK_TOKENS, bpe_tokenizer
 
 
 def build_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE over pieces cut at line breaks (with their indent), digit runs (up to 3) and
     hex colours. Within a line the templated code merges into long tokens (`brush.vertex(`), so
     sketches stay a few hundred tokens; a colour is one token, so a sampled one is always valid."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(r"#[0-9a-fA-F]{6}|\n *|\p{N}{1,3}"), "isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
-    )
-    tok.train_from_iterator(texts, trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE, padding_side="left"
-    )
-    fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
-    fast.add_tokens(THINK_TOKENS)
+    split = pre_tokenizers.Split(Regex(r"#[0-9a-fA-F]{6}|\n *|\p{N}{1,3}"), "isolated")
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    fast = bpe_tokenizer(texts, vocab_size, QWEN_TOKENS, pre_tokenizer=pre_tokenizers.Sequence([split, byte_level]),
+                         padding_side="left")
+    fast.add_special_tokens({"additional_special_tokens": QWEN_TOKENS})
+    fast.add_tokens(THINK_TOKENS)  # ordinary tokens here, as in Qwen3's vocabulary
     return fast
 
 

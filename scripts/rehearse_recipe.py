@@ -208,8 +208,8 @@ def main(argv=None) -> dict:
         raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
     from lit_watercolour.__main__ import WatercolourCLI
     from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
-    from lit_watercolour.rewards.judge_vlm import TransformersJudge
-    from lit_watercolour.rewards.tiny_vl import tiny_hpsv3, tiny_qwen3_vl
+    from lit_watercolour.rewards.transformers_judge import TransformersJudge
+    from lit_watercolour.tiny_models import tiny_hpsv3, tiny_qwen3_vl
 
     t0 = time.perf_counter()
     report = Report(args.out / LINES_FILE)
@@ -244,7 +244,7 @@ def main(argv=None) -> dict:
     later = steps[1:] or steps  # the first step pays for warm-up (kernels, allocator, the decode graph's capture)
     summary = {
         "steps": len(steps), "policy_parameters": params, "trainable_parameters": trainable,
-        "judge_http_requests": len(server.received), "webgl_renderer": renderer,
+        "judge_requests": len(server.received), "webgl_renderer": renderer,
         "mean_after_first": {k: round(sum(s.get(k, 0.0) for s in later) / len(later), 3) for k in keys},
         "wall_s": round(time.perf_counter() - t0, 1),
     }

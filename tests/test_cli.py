@@ -54,3 +54,22 @@ def test_recipe_config_parses():
     terms = {cb["class_path"].rsplit(".", 1)[-1]: cb["init_args"] for cb in c["model"]["rewards"]}
     assert {"GateTerm", "LengthTerm", "PairwiseJudge", "HPSv3Scorer"} <= set(terms)
     assert terms["PairwiseJudge"]["references"] == 4
+
+
+def test_default_config_and_environment(monkeypatch):
+    """No --config reads configs/default.yaml, which LIT_WATERCOLOUR_<SUBCOMMAND>__<KEY> variables override;
+    a --config replaces the default whole (none of default.yaml's settings leak into it)."""
+    monkeypatch.setenv("LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS", "7")
+    monkeypatch.setenv("LIT_WATERCOLOUR_FIT__MODEL__RENDER_POOL_SIZE", "5")
+    cfg = run(["fit", "--print_config"], ROOT)
+    assert cfg.returncode == 0, cfg.stderr[-3000:]
+    c = yaml.safe_load(cfg.stdout)
+    assert c["trainer"]["logger"]["init_args"]["name"] == "default"
+    assert c["trainer"]["max_steps"] == 7 and c["model"]["render_pool_size"] == 5
+    assert c["model"]["render_kwargs"] == {"pixel_density": 0.5}
+
+    cfg = run(["fit", "--config", str(ROOT / "configs" / "tiny_random.yaml"), "--print_config"], ROOT)
+    c = yaml.safe_load(cfg.stdout)
+    assert c["trainer"]["logger"]["init_args"]["save_dir"] == "runs/tiny_random"
+    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render_kwargs"] is None
+    assert c["trainer"]["max_steps"] == 3 and c["model"]["render_pool_size"] == 2  # the config beats the environment

@@ -28,7 +28,7 @@ def test_default_fit_logs_rewards_and_writes_a_gallery(tmp_path):
     for row in rows:
         assert 0.0 <= float(row["gate/pass_rate"]) <= 1.0
         assert 0.0 <= float(row["reward"]) <= 1.0
-        assert float(row["reward/embedded/mean"]) > 0.0  # the shipped policy paints: the scorer saw renders
+        assert float(row["reward/image_stats/mean"]) > 0.0  # the shipped policy paints: the scorer saw renders
     assert float(rows[0]["gate/pass_rate"]) > 0.0
 
     gallery = logs / "gallery"

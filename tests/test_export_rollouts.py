@@ -27,7 +27,7 @@ def test_export_writes_an_image_folder_dataset_and_pushes_it_to_a_local_twin(tmp
     run = tmp_path / "run"
     records = [{"step": step, "group": 0, "row": row, "subject": "a peach hibiscus", "seed": 7, "completion": f"```js\n// {step}.{row}\n```",
                 "code": None if row == 2 else f"// {step}.{row}", "gate": "no_code" if row == 2 else "ok",
-                "scores": {"gate": float(row != 2), "embedded": None if row == 1 else 0.6}, "reward": 0.0 if row == 2 else 0.55,
+                "scores": {"gate": float(row != 2), "image_stats": None if row == 1 else 0.6}, "reward": 0.0 if row == 2 else 0.55,
                 "advantage": 0.1 * row} for step in (1, 2) for row in range(3)]
     RolloutLog(run / "rollouts.jsonl").append(records)
     for r in records:

@@ -40,12 +40,12 @@ def run_gallery(tmp_path):
             if png:
                 (tmp_path / f"step_{step:05d}" / f"{i:02d}.png").write_bytes(png)
             entries.append({"step": step, "index": i, "subject": "a peach hibiscus", "reward": 0.5 + step / 100 if passed else 0.0,
-                            "terms": {"gate": float(passed), "embedded": 0.6 if passed else 0.0}, "gate": "ok" if passed else "blank_canvas",
+                            "terms": {"gate": float(passed), "image_stats": 0.6 if passed else 0.0}, "gate": "ok" if passed else "blank_canvas",
                             "detail": "" if passed else "0.1% painted", "png": f"step_{step:05d}/{i:02d}.png" if png else None,
                             "code": f"function setup() {{ /* step {step} painting {i} <&> */ }}"})
         contact_sheet(pngs, [str(i) for i in range(4)]).save(tmp_path / f"contact_step_{step:05d}.png")
-    metrics = [{"reward": 0.5 + s / 100, "gate/pass_rate": 0.75 if s == 1 else 1.0, "reward/embedded/mean": 0.6 + s / 200,
-                "reward/embedded/std": 0.1, "reward/embedded/clean": 0.8 + s / 100, "reward/gate/mean": 1.0, "time/step_s": 9.0}
+    metrics = [{"reward": 0.5 + s / 100, "gate/pass_rate": 0.75 if s == 1 else 1.0, "reward/image_stats/mean": 0.6 + s / 200,
+                "reward/image_stats/std": 0.1, "reward/image_stats/clean": 0.8 + s / 100, "reward/gate/mean": 1.0, "time/step_s": 9.0}
                for s in range(1, 13)]
     curve = [curve_row(s, m) for s, m in enumerate(metrics, 1)]
     (tmp_path / "gallery.json").write_text(json.dumps(entries))
@@ -54,10 +54,10 @@ def run_gallery(tmp_path):
 
 
 def test_curve_rows_keep_reward_curves_and_drop_summaries():
-    row = curve_row(3, {"reward": 0.5, "gate/pass_rate": 1.0, "reward/embedded/mean": 0.6, "reward/embedded/std": 0.1,
-                        "reward/embedded/clean": 0.9, "time/step_s": 8.0, "reward/judge/mean": float("nan"),
+    row = curve_row(3, {"reward": 0.5, "gate/pass_rate": 1.0, "reward/image_stats/mean": 0.6, "reward/image_stats/std": 0.1,
+                        "reward/image_stats/clean": 0.9, "time/step_s": 8.0, "reward/judge/mean": float("nan"),
                         "reward/gate/mean": 1.0, "reward/gate/fail/blank_canvas": 0.0, "reward/length/code_tokens": 700.0})
-    assert row == {"step": 3, "reward": 0.5, "gate/pass_rate": 1.0, "reward/embedded/mean": 0.6, "reward/embedded/clean": 0.9}
+    assert row == {"step": 3, "reward": 0.5, "gate/pass_rate": 1.0, "reward/image_stats/mean": 0.6, "reward/image_stats/clean": 0.9}
 
 
 def test_gallery_holds_the_curves_and_the_first_and_last_snapshot(run_gallery):
@@ -65,7 +65,7 @@ def test_gallery_holds_the_curves_and_the_first_and_last_snapshot(run_gallery):
     page = write_gallery(folder, entries, curve).read_text()
     titles = re.findall(r'<svg class="curve"[^>]*aria-label="([^"]+)"', page)
     assert titles[:2] == ["reward (the mix)", "gate pass rate"]
-    assert titles[2:] == ["reward/embedded", "reward/embedded/clean"]
+    assert titles[2:] == ["reward/image_stats", "reward/image_stats/clean"]
     # each curve has one point per logged step
     reward_svg = page[page.index('aria-label="reward (the mix)"'):].split("</svg>")[0]
     assert reward_svg.count("<circle") == 12

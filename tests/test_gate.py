@@ -16,25 +16,13 @@ import pytest
 from PIL import Image
 
 from lit_watercolour.gate import BRUSH_EXPORTS, REASONS, gate, static_gate
+from lit_watercolour.prompts import skeleton
 from lit_watercolour.sketch import extract_code
 
 
 def sketch(extra: str = "", canvas: str = "createCanvas(512, 512, WEBGL);", paint: str | None = None) -> str:
     paint = 'brush.fill("#c2366a", 160);\n  brush.circle(256, 256, 80);' if paint is None else paint
-    return f"""function setup() {{
-  {canvas}
-  angleMode(DEGREES);
-  noLoop();
-}}
-function draw() {{
-  translate(-width / 2, -height / 2);
-  background("#fbf7ee");
-  brush.scaleBrushes(2);
-  brush.noStroke();
-  {paint}
-  {extra}
-}}
-"""
+    return skeleton(f"  brush.noStroke();\n  {paint}\n  {extra}", canvas=canvas)
 
 
 GOOD = sketch()

@@ -25,4 +25,4 @@ def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
                 "update_s", "step_s"):
         assert step[f"time/{key}"] >= 0, key
     assert step["gate_reasons"] == {"ok": 8} and step["judge_calls"] == 64 and step["judge_failures"] == 0
-    assert last == {"summary": summary} and summary["judge_http_requests"] == 64  # 8 rollouts x 4 references x 2 orders
+    assert last == {"summary": summary} and summary["judge_requests"] == 64  # 8 rollouts x 4 references x 2 orders

@@ -3,10 +3,10 @@ import math
 import pytest
 import torch
 
+from lit_watercolour.records import GateResult, Rollout
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm, code_text, code_tokens, length_curve
-from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
-from lit_watercolour.records import GateResult, Rollout
+from lit_watercolour.rewards.mix import mix_rewards
 
 
 def test_mix_weights_passed_and_nan():
@@ -17,21 +17,6 @@ def test_mix_weights_passed_and_nan():
     assert math.isnan(r[2].item())  # a missing judge score is not a zero painting
     with pytest.raises(KeyError):
         mix_rewards(scores, {"gate": 0.05}, torch.tensor([True, True, True]))
-
-
-def test_env_overrides_weights(monkeypatch):
-    cfg = {"gate": 0.05, "length": 0.05, "judge": 0.6, "hpsv3": 0.3}
-    monkeypatch.delenv("LIT_WATERCOLOUR_JUDGE_WEIGHT", raising=False)
-    monkeypatch.delenv("LIT_WATERCOLOUR_HPS_WEIGHT", raising=False)
-    assert resolve_weights(cfg) == cfg
-    monkeypatch.setenv("LIT_WATERCOLOUR_JUDGE_WEIGHT", "0.0")
-    monkeypatch.setenv("LIT_WATERCOLOUR_HPS_WEIGHT", "0.9")
-    assert resolve_weights(cfg) == {"gate": 0.05, "length": 0.05, "judge": 0.0, "hpsv3": 0.9}
-    assert cfg["judge"] == 0.6  # the config is not mutated
-    assert resolve_weights({"embedded": 0.9}) == {"embedded": 0.9}  # absent terms are not invented
-    monkeypatch.setenv("LIT_WATERCOLOUR_HPS_WEIGHT", "lots")
-    with pytest.raises(ValueError, match="LIT_WATERCOLOUR_HPS_WEIGHT"):
-        resolve_weights(cfg)
 
 
 def test_length_counts_code_not_comments():

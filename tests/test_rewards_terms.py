@@ -7,17 +7,17 @@ import torch
 
 from judge_server import JudgeServer, prefers_less_ink
 from lit_watercolour.gate import gate
-from lit_watercolour.rewards.embedded import EmbeddedScorer
+from lit_watercolour.records import Rollout
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.hpsv3 import HPSv3Model, HPSv3Scorer, add_reward_token
+from lit_watercolour.rewards.image_stats import ImageStatsScorer
 from lit_watercolour.rewards.judge import PairwiseJudge
-from lit_watercolour.rewards.judge_http import OpenAIJudge
-from lit_watercolour.rewards.judge_vlm import TransformersJudge
 from lit_watercolour.rewards.length import LengthTerm
-from lit_watercolour.rewards.mix import mix_rewards, resolve_weights
+from lit_watercolour.rewards.mix import mix_rewards
+from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rewards.pool import SHIPPED_POOL
-from lit_watercolour.rewards.tiny_vl import tiny_qwen2_vl
-from lit_watercolour.records import Rollout
+from lit_watercolour.rewards.transformers_judge import TransformersJudge
+from lit_watercolour.tiny_models import tiny_qwen2_vl
 
 SOURCES = SHIPPED_POOL / "sources"
 BROKEN = "function setup() {\n  createCanvas(512, 512, WEBGL);\n  brush.bleed(0.3);\n}\n"  # a 1.x name: throws
@@ -45,9 +45,9 @@ def test_gate_and_length_on_real_renders(rendered):
     assert s[3] == 0.0  # too short
 
 
-def test_embedded_on_real_renders(rendered):
+def test_image_stats_on_real_renders(rendered):
     passed = [r for r in rendered if r.gate.passed]
-    s = EmbeddedScorer().score(passed)
+    s = ImageStatsScorer().score(passed)
     assert not torch.isnan(s).any() and ((s >= 0) & (s <= 1)).all()
     assert s[0] > s[2] and s[1] > s[2]  # the meh sketch (flat fills edge to edge) scores lowest
 
@@ -84,6 +84,6 @@ def test_vlm_judge_and_hpsv3_on_real_renders(rendered):
         full = torch.zeros(len(rendered))
         full[passed_mask] = s  # the module puts 0 for gate-failed rollouts
         scores[name] = full
-    weights = resolve_weights({"gate": 0.05, "length": 0.05, "judge": 0.60, "hpsv3": 0.30})
+    weights = {"gate": 0.05, "length": 0.05, "judge": 0.60, "hpsv3": 0.30}
     r = mix_rewards(scores, weights, passed_mask)
     assert r[3] == 0 and ((r[:3] > 0) & (r[:3] <= 1)).all() and not math.isnan(r.sum().item())

@@ -28,7 +28,7 @@ def test_tokens_are_never_written(tmp_path, painter):  # noqa: F811
         config["model"]["rewards"].append({
             "class_path": "lit_watercolour.rewards.judge.PairwiseJudge",
             "init_args": {"weight": 0.6, "references": 1, "backend": {
-                "class_path": "lit_watercolour.rewards.judge_http.OpenAIJudge",
+                "class_path": "lit_watercolour.rewards.openai_judge.OpenAIJudge",
                 "init_args": {"base_url": server.base_url, "model": "judge", "api_key_env": "LW_TEST_JUDGE_KEY",
                               "attempts": 2, "backoff_s": 0.01, "timeout_s": 30.0}}},
         })

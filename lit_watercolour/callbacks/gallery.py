@@ -4,7 +4,7 @@ Every `every_n_steps` optimizer steps (and at the first and last step) the step'
 renders becomes a *snapshot*: a contact sheet (PNG, each tile labelled with its reward or gate
 failure), the renders and their code in `step_NNNNN/`, and an entry per painting in
 `gallery.json`. Every step the run's metrics (reward, gate pass rate, each term's mean and the
-embedded scorer's parts) are appended to `curve.json`. From those two files `gallery.html` is
+image-statistics scorer's parts) are appended to `curve.json`. From those two files `gallery.html` is
 rewritten at each snapshot, so an interrupted run still leaves one behind. It is one file that
 opens offline: reward curves drawn as inline SVG, the earliest and latest snapshots side by
 side, then every snapshot, each painting (inlined as a JPEG thumbnail) beside its reward terms
@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw
 
 from lit_watercolour.callbacks.runlog import log_root
 from lit_watercolour.records import StepResult
-from lit_watercolour.rewards.embedded import PARTS
+from lit_watercolour.rewards.image_stats import PARTS
 
 TILE = 192  # contact sheet thumbnail side, pixels
 LABEL_H = 30
@@ -60,7 +60,7 @@ def rollout_label(reward: float, passed: bool, reason: str) -> str:
 
 def is_curve(key: str) -> bool:
     """The mixed reward, the gate pass rate, each term's mean (the gate's is its pass rate) and the
-    embedded scorer's parts."""
+    image-statistics scorer's parts."""
     parts = key.split("/")
     return key in ("reward", "gate/pass_rate") or (
         len(parts) == 3 and parts[0] == "reward" and parts[1] != "gate" and parts[2] in ("mean", *PARTS))

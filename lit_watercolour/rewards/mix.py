@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import torch
@@ -11,23 +10,6 @@ from torch import Tensor
 
 from lit_watercolour.records import Rollout
 from lit_watercolour.rewards.base import RewardTerm
-
-# term name -> environment variable overriding its weight (the recipe's two experiment knobs)
-WEIGHT_ENV = {"judge": "LIT_WATERCOLOUR_JUDGE_WEIGHT", "hpsv3": "LIT_WATERCOLOUR_HPS_WEIGHT"}
-
-
-def resolve_weights(weights: dict[str, float]) -> dict[str, float]:
-    """Config weights with the environment overrides applied to the terms that are present."""
-    out = {name: float(w) for name, w in weights.items()}
-    for name, var in WEIGHT_ENV.items():
-        raw = os.environ.get(var)
-        if raw is None or raw.strip() == "" or name not in out:
-            continue
-        try:
-            out[name] = float(raw)
-        except ValueError as e:
-            raise ValueError(f"{var}={raw!r} is not a number") from e
-    return out
 
 
 def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], passed: torch.Tensor) -> torch.Tensor:
@@ -73,7 +55,7 @@ class RewardMix:
             scores[term.name] = s
             metrics[f"time/score_{term.name}_s"] = time.perf_counter() - t0
             metrics.update({f"reward/{term.name}/{k}": float(v) for k, v in term.last_metrics.items()})
-        rewards = mix_rewards(scores, resolve_weights({t.name: t.weight for t in self.terms}), passed)
+        rewards = mix_rewards(scores, {t.name: t.weight for t in self.terms}, passed)
         # a browser failure says nothing about the sketch: leave it out of the baseline (NaN)
         infra = torch.tensor([r.render is not None and r.render.infra_error for r in rollouts])
         rewards = torch.where(infra, torch.full_like(rewards, math.nan), rewards)

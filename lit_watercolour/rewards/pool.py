@@ -60,7 +60,7 @@ def _tier_of(rel: Path) -> str:
 IMAGE_KEYS = ("file_name", "file", "image")  # what a metadata row calls its image
 
 
-def _metadata_rows(root: Path) -> list[dict] | None:
+def metadata_rows(root: Path) -> list[dict] | None:
     """The rows of root/metadata.jsonl that name an image, or None when there are none."""
     meta = root / "metadata.jsonl"
     if not meta.exists():
@@ -122,7 +122,7 @@ class ReferencePool:
         if not root.is_dir():
             raise FileNotFoundError(f"reference pool folder {root} does not exist")
         refs: list[Reference] = []
-        if (rows := _metadata_rows(root)) is not None:
+        if (rows := metadata_rows(root)) is not None:
             for row in rows:
                 path = _image_path(root, row["file_name"])
                 rel = path.relative_to(root)

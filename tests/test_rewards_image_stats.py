@@ -7,14 +7,14 @@ import pytest
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.embedded import EmbeddedScorer, image_stats
+from lit_watercolour.rewards.image_stats import ImageStatsScorer, image_stats
 from lit_watercolour.rewards.pool import ReferencePool
 from lit_watercolour.records import RenderResult, Rollout
 
 
 @pytest.fixture(scope="module")
 def scorer():
-    return EmbeddedScorer()
+    return ImageStatsScorer()
 
 
 def as_rollouts(pngs):

@@ -1,4 +1,4 @@
-"""The embedded scorer: image statistics that need no weights, so the loop runs anywhere.
+"""The image-statistics scorer: hand-made measures of a render that need no weights, so the loop runs anywhere.
 
 What it is: a stand-in for the judge and HPSv3 on a CPU box with no models. It measures a few
 things watercolours tend to have and that a p5.brush sketch can get visibly wrong:
@@ -109,10 +109,10 @@ def style_score(stats: dict[str, float], mean: np.ndarray, std: np.ndarray) -> f
     return float(np.exp(-0.5 * ((x - mean) / std) ** 2).mean())
 
 
-class EmbeddedScorer(RewardTerm):
+class ImageStatsScorer(RewardTerm):
     """The offline stand-in for judge + HPSv3 (weight 0.90 takes their two slots)."""
 
-    name = "embedded"
+    name = "image_stats"
 
     def __init__(self, weight: float = 0.90, pool: str = str(SHIPPED_POOL), pool_tiers: list[str] | None = None,
                  coverage_low: float = 0.05, coverage_high: float = 0.6, min_style_std: float = 0.05) -> None:
