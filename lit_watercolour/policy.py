@@ -407,9 +407,17 @@ def completion_logps(
     logps, entropies = [], []
     for lo in range(0, ids.shape[0], batch_size):
         sl = slice(lo, lo + batch_size)
+        # rows padded on the right only (prompts of one length) need no mask: a causal attention never sees
+        # a row's padding before its end, and without a mask the kernel skips the upper triangle
+        rows_mask = None if right_padded(mask[sl]) else mask[sl]
         with adapter_in_model_dtype(model, lora_autocast):
-            hidden = base.base_model(input_ids=ids[sl], attention_mask=mask[sl], use_cache=False).last_hidden_state
+            hidden = base.base_model(input_ids=ids[sl], attention_mask=rows_mask, use_cache=False).last_hidden_state
         lp, ent = linear_logps_and_entropy(hidden[:, -width:], head.weight, completion_ids[sl], temperature, head.bias)
         logps.append(lp)
         entropies.append(ent)
     return torch.cat(logps), torch.cat(entropies)
+
+
+def right_padded(mask: torch.Tensor) -> bool:
+    """Whether each row of an attention mask [B, T] is ones, then zeros only."""
+    return bool(mask[:, 0].all()) and bool((mask[:, 1:] <= mask[:, :-1]).all())

@@ -1,82 +1,192 @@
-"""Time the rollout phase of the default run on a CPU: sample a group, render it, gate it.
+"""Time the default run's step on a CPU, phase by phase, for code trees and settings side by side.
 
-Runs `lit_watercolour.rollout.collect` (the training step's own rollout) with the shipped tiny policy and a
-warm Chromium pool, for settings given as `generation_batch_size:merge_adapter[:pixel_density[:lean_decode]]`:
+A variant is `NAME=TREE[:key=value,...]`: TREE a checkout of the project (`.`: this one; a baseline:
+`git archive REV | tar -x -C DIR`), run with TREE's configs/default.yaml (or `--config`) and the
+overrides, dotted keys into its `model` section (values read as YAML):
 
-    python scripts/bench_rollout.py --variants 8:true:0.5:false 8:true:0.5:true --repeats 3
+    python scripts/bench_rollout.py --variants base=/tmp/base new=. new1t=.:cpu_threads=1 --repeats 4
+    python scripts/bench_rollout.py --variants lean=. generate=.:sampling.lean_decode=false
 
-- `4:false:1`: two `generate` calls of 4 rows, the adapter applied as a side branch of every linear;
-- `8:false:1`: one call of 8 rows; each row is handed to the renderer the step it ends;
-- `8:true:1`:  the same with the adapter merged into the base weights while decoding;
-- `8:true:0.5`: renders captured at 256x256, decoded by transformers `generate`;
-- `8:true:0.5:true`: the default config: the same, decoded by `lit_watercolour.decoding` (lean_decode).
-Sampling uses the default config's top_p 0.95 / top_k 0 (off) unless told otherwise.
+Each variant is a worker process that imports TREE's package, builds the step's pieces as `fit` does
+(policy, sampler, warm Chromium pool, reward terms, optimizer) and takes one warm-up step; then the
+variants take turns, `--repeats` times, each step with the same seed and from the same policy (the
+update is undone after it is timed), so the trees sample the same sketches unless their decoding
+differs. The 2-core box these run on is shared: wall seconds are noisy, CPU seconds and ratios of
+interleaved steps are the figures to read.
 
-Every variant samples the same prompts with the same seeds, after one warm-up rollout. Printed
-per variant: mean seconds of sampling and of the whole rollout (until the last render is back),
-tokens per second, and the speed-up of the whole rollout over the first variant.
+Per step: wall seconds of sampling, of the wait for the last renders after it, of scoring and of the
+update; CPU seconds of the decoding thread, of the worker process, and of its Chromium processes;
+tokens sampled; a hash of the sampled ids (the summary counts the steps that sampled what the first
+variant did). Each step prints a JSON line; the last line is the summary, means per variant
+and each variant's ratio to the first.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-import torch
+import yaml
 
-from lit_watercolour.data import Prompt, chat_prompt
-from lit_watercolour.module import GRPOModule
-from lit_watercolour.policy import PolicyConfig
-from lit_watercolour.rollout import collect
-from lit_watercolour.sampling import SamplingConfig
-
-POLICY = "lit_watercolour/assets/tiny_policy"
+ROOT = Path(__file__).resolve().parents[1]
+SUBJECT = "a peach hibiscus"
 
 
-def rollout_seconds(module: GRPOModule, prompt: Prompt, n: int, seed: int) -> dict[str, float]:
-    torch.manual_seed(seed)
-    t0 = time.perf_counter()
-    batch = collect(module.sampler, module.pool, [prompt], n)
-    return {"rollout_s": time.perf_counter() - t0, "sampling_s": batch.metrics["time/sampling_s"],
-            "tokens": float(batch.samples.num_tokens.sum()),
-            "passed": sum(r.gate.passed for r in batch.rollouts) / len(batch.rollouts)}
+def chromium_cpu_s(process) -> float:
+    """CPU seconds of every descendant of `process` (Chromium under Playwright's driver), the ended ones too."""
+    total = 0.0
+    for child in process.children(recursive=True):
+        try:
+            t = child.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except Exception:  # noqa: BLE001 - a page process that ended between listing and reading
+            pass
+    return total
+
+
+def model_config(tree: Path, config: str | None, overrides: list[str]) -> dict:
+    model = yaml.safe_load(Path(config or tree / "configs" / "default.yaml").read_text())["model"]
+    for item in overrides:
+        key, value = item.split("=", 1)
+        *parents, leaf = key.split(".")
+        node = model
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = yaml.safe_load(value)
+    policy = model["policy"]
+    if not Path(policy["model"]).is_absolute():
+        policy["model"] = str(tree / policy["model"])
+    return model
+
+
+def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
+    """Steps on request: a seed per line of stdin, a JSON line of figures per step on stdout."""
+    import psutil
+    import torch
+    from transformers import get_scheduler
+
+    from lit_watercolour import grpo
+    from lit_watercolour.data import Prompt, chat_prompt
+    from lit_watercolour.module import GRPOModule
+    from lit_watercolour.rollout import collect
+    from lit_watercolour.update import policy_update
+
+    model = model_config(tree, config, overrides)
+    rewards = []
+    for term in model.pop("rewards"):
+        module_name, _, name = term["class_path"].rpartition(".")
+        rewards.append(getattr(importlib.import_module(module_name), name)(**term.get("init_args", {})))
+    module = GRPOModule(rewards=rewards, **model)
+    module.configure_model()
+    module.setup("fit")
+    module._open_pool()
+    policy, g, o = module.policy_model, module.grpo_config, module.optim_config
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), eps=o.eps)
+    scheduler = get_scheduler(o.lr_scheduler, optimizer, num_warmup_steps=o.warmup_steps)
+    start_params = [p.detach().clone() for p in params]
+    prompt = Prompt(SUBJECT, chat_prompt(module.tokenizer, SUBJECT), seed=0)
+    me = psutil.Process()
+    sample = module.sampler.sample
+    decode_cpu = []
+
+    def timed_sample(*args, **kwargs):
+        t0 = time.thread_time()
+        batch = sample(*args, **kwargs)
+        decode_cpu.append(time.thread_time() - t0)
+        return batch
+
+    module.sampler.sample = timed_sample
+    try:
+        for line in sys.stdin:
+            seed = int(line)
+            torch.manual_seed(seed)
+            cpu0, chromium0, t0 = time.process_time(), chromium_cpu_s(me), time.perf_counter()
+            batch = collect(module.sampler, module.pool, [prompt], g.num_generations)
+            t1 = time.perf_counter()
+            rewards, _, _ = module.reward_mix.score(batch.rollouts)
+            advantages, _ = grpo.group_advantages(rewards, g.num_generations, g.scale_rewards)
+            t2 = time.perf_counter()
+            policy_update(policy, batch.samples, advantages, g, module.sampling_config, o, optimizer, scheduler,
+                          lambda loss: loss.backward())
+            t3 = time.perf_counter()
+            with torch.no_grad():  # every step starts from the same policy, so variants sample alike
+                for p, p0 in zip(params, start_params):
+                    p.copy_(p0)
+            optimizer.state.clear()
+            print(json.dumps({
+                "seed": seed, "tokens": int(batch.samples.num_tokens.sum()),
+                "sampling_s": batch.metrics["time/sampling_s"], "render_wait_s": batch.metrics["time/render_wait_s"],
+                "scoring_s": t2 - t1, "update_s": t3 - t2, "step_s": t3 - t0,
+                "decode_cpu_s": decode_cpu[-1], "process_cpu_s": time.process_time() - cpu0,
+                "chromium_cpu_s": chromium_cpu_s(me) - chromium0,
+                "completions": hashlib.sha1(str(batch.samples.completion_ids.tolist()).encode()).hexdigest()[:12],
+            }), flush=True)
+    finally:
+        module.teardown("fit")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--variants", nargs="+", default=["8:true:0.5:false", "8:true:0.5:true"])
-    ap.add_argument("--top-p", type=float, default=0.95)
-    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--variants", nargs="+", default=["default=."], help="NAME=TREE[:key=value,...]")
+    ap.add_argument("--config", default=None, help="default: each tree's configs/default.yaml")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--num-generations", type=int, default=8)
-    ap.add_argument("--max-completion-length", type=int, default=1024)
-    ap.add_argument("--render-pool-size", type=int, default=2)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--overrides", nargs="*", default=[], help=argparse.SUPPRESS)
     args = ap.parse_args()
-    results = []
+    if args.worker is not None:
+        return worker(Path(args.worker), args.config, args.overrides)
+
+    workers = {}
     for variant in args.variants:
-        parts = variant.split(":")
-        batch_size, merge, density, lean = parts + ["1", "false"][len(parts) - 2 :]
-        sampling = SamplingConfig(max_completion_length=args.max_completion_length, generation_batch_size=int(batch_size),
-                                  merge_adapter=merge.lower() == "true", top_p=args.top_p, top_k=args.top_k,
-                                  lean_decode=lean.lower() == "true")
-        module = GRPOModule(policy=PolicyConfig(model=POLICY, dtype="float32", gradient_checkpointing=False),
-                            sampling=sampling, render_pool_size=args.render_pool_size, cpu_threads=1,
-                            render_kwargs={"pixel_density": float(density)})
-        module.configure_model()
-        module._open_pool()
-        try:
-            prompt = Prompt("a peach hibiscus", chat_prompt(module.tokenizer, "a peach hibiscus"), seed=0)
-            rollout_seconds(module, prompt, args.num_generations, seed=-1)  # warm-up: pages, kernels
-            runs = [rollout_seconds(module, prompt, args.num_generations, seed) for seed in range(args.repeats)]
-        finally:
-            module.teardown("fit")
-        row = {"variant": variant, **{k: statistics.mean(r[k] for r in runs) for k in runs[0]}}
-        row["sampling_tokens_per_s"] = row["tokens"] / row["sampling_s"]
-        row["speedup_rollout"] = results[0]["rollout_s"] / row["rollout_s"] if results else 1.0
-        results.append(row)
-        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+        name, _, spec = variant.partition("=")
+        tree, _, overrides = spec.partition(":")
+        tree = (ROOT / tree).resolve()
+        cmd = [sys.executable, __file__, "--worker", str(tree), "--overrides", *filter(None, overrides.split(","))]
+        if args.config:
+            cmd += ["--config", args.config]
+        workers[name] = subprocess.Popen(cmd, cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)), text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def step(name: str, seed: int) -> dict:
+        w = workers[name]
+        w.stdin.write(f"{seed}\n")
+        w.stdin.flush()
+        line = w.stdout.readline()
+        if not line:
+            raise RuntimeError(f"variant {name} ended (exit status {w.wait()})")
+        return json.loads(line)
+
+    runs: dict[str, list[dict]] = {name: [] for name in workers}
+    try:
+        for name in workers:
+            step(name, -1)  # warm-up: pages, kernels, allocator
+        for repeat in range(args.repeats):
+            for name in workers:
+                row = step(name, repeat)
+                runs[name].append(row)
+                print(json.dumps({"variant": name, **{k: round(v, 3) if isinstance(v, float) else v
+                                                       for k, v in row.items()}}), flush=True)
+    finally:
+        for w in workers.values():
+            w.stdin.close()
+            w.wait()
+    keys = [k for k, v in runs[args.variants[0].partition("=")[0]][0].items() if isinstance(v, (int, float)) and k != "seed"]
+    means = {name: {k: statistics.mean(r[k] for r in rows) for k in keys} for name, rows in runs.items()}
+    first = next(iter(means.values()))
+    summary = {name: {**{k: round(v, 3) for k, v in m.items()},
+                      "ratio": {k: round(m[k] / first[k], 3) for k in keys if first[k]}} for name, m in means.items()}
+    ids = {name: [r["completions"] for r in rows] for name, rows in runs.items()}
+    same = {name: sum(a == b for a, b in zip(v, next(iter(ids.values())))) for name, v in ids.items()}
+    print(json.dumps({"summary": summary, "same_completions_as_first": same, "repeats": args.repeats}), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour.data import chat_prompt
-from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, trainable_state_dict
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, right_padded, trainable_state_dict
 from lit_watercolour.tiny_models import save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -77,6 +77,34 @@ def test_reference_is_the_adapter_switched_off(qwen3_dir):
     assert torch.allclose(reference, before, atol=1e-6)  # LoRA starts as the identity
     assert not torch.allclose(adapted, reference, atol=1e-3)
     assert sum(p.numel() for p in model.parameters()) == base_params  # no second copy was made
+
+
+def test_right_padded_rows_run_unmasked_and_score_as_each_row_alone(qwen3_dir):
+    """Rows of one prompt, completions of different lengths: the batch skips the mask (causal attention
+    never sees a row's padding before its end), and each row's log-probs and gradients are the row's alone."""
+    model, tokenizer = load_policy(PolicyConfig(model=str(qwen3_dir), dtype="float32", gradient_checkpointing=False))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.3)
+    prompt = tokenizer(["<|im_start|>user\nPaint"] * 2, return_tensors="pt")
+    completion = tokenizer(["brush.fill(\"#f6a57f\", 120);", "brush.noFill();"], return_tensors="pt", padding=True,
+                           padding_side="right")
+    mask = torch.cat([prompt.attention_mask, completion.attention_mask], 1)
+    assert right_padded(mask) and not right_padded(mask.flip(1)) and not right_padded(torch.tensor([[1, 0, 1]]))
+    batch, _ = completion_logps(model, prompt.input_ids, prompt.attention_mask, completion.input_ids,
+                                completion.attention_mask, 1.0, 2)
+    batch[completion.attention_mask.bool()].sum().backward()
+    batch_grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+    model.zero_grad()
+    for row in range(2):
+        keep = completion.attention_mask[row].bool()
+        alone, _ = completion_logps(model, prompt.input_ids[row : row + 1], prompt.attention_mask[row : row + 1],
+                                    completion.input_ids[row : row + 1, keep], completion.attention_mask[row : row + 1, keep], 1.0, 1)
+        torch.testing.assert_close(alone[0], batch[row, keep], atol=1e-6, rtol=1e-6)
+        alone.sum().backward()
+    for p, g in zip((p for p in model.parameters() if p.requires_grad), batch_grads):
+        torch.testing.assert_close(p.grad, g, atol=1e-6, rtol=1e-5)
 
 
 def test_chat_prompt_switches_thinking_off(qwen3_dir):

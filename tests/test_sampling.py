@@ -68,6 +68,15 @@ def test_sampling_logps_match_the_loss_logps(policy):
         assert abs(metrics["ratio/mean"].item() - 1.0) < 1e-5
 
 
+def test_sampler_decodes_on_its_own_thread_count_and_gives_the_process_its_own_back(policy):
+    model, tokenizer = policy
+    torch.set_num_threads(2)  # the update's (model.cpu_threads); the fixture restores the test process's after
+    during = []
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4, cpu_threads=1))
+    sampler.sample(["<|im_start|>user\n"], n=2, on_completion=lambda row, text: during.append(torch.get_num_threads()))
+    assert during == [1, 1] and torch.get_num_threads() == 2
+
+
 def test_top_k_one_is_greedy(policy):
     model, tokenizer = policy
     batch = HFSampler(model, tokenizer, SamplingConfig(top_k=1, max_completion_length=8)).sample(["<|im_start|>user\n"], n=3)

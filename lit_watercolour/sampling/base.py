@@ -42,6 +42,9 @@ class SamplingConfig:
     lean_decode: bool = True
     # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
     graph_decode: bool = True
+    # torch intra-op threads while the hf sampler decodes (0: the process's, `model.cpu_threads`): on a CPU
+    # the render pool's Chromium works meanwhile, and a tiny model's kernels gain nothing from a second thread
+    cpu_threads: int = 0
 
 
 @dataclass

@@ -9,8 +9,8 @@ second forward over the batch, run only for a sampler built with `need_logps`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -107,7 +107,7 @@ class HFSampler:
         chunks, chunk_logps = [], []
         report = on_completion or (lambda row, text: None)
         decoder = self.decoder(device)
-        with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext():
+        with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext(), torch_threads(c.cpu_threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 hook = FinishedRowHook(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
@@ -147,3 +147,15 @@ class HFSampler:
             batch = with_policy_logps(self.model, batch, c)
         batch.seconds = time.perf_counter() - start
         return batch
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to `n` for the duration (0: left as it is)."""
+    before = torch.get_num_threads()
+    if n > 0:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
