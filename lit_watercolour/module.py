@@ -269,7 +269,10 @@ class GRPOModule(pl.LightningModule):
                              "train_prompts(step), such as lit_watercolour.data.PromptDataModule")
         prompts = datamodule.train_prompts(batch_index)
         self.sampler.sync_weights(frozen_copy(self.policy_model))
-        self.prefetch.start(prompt_key(prompts), self.rollout, prompts, self.global_step)
+        since = self.timeline.now()
+        job = self.prefetch.start(prompt_key(prompts), self.rollout, prompts, self.global_step)
+        # the update waits for sampling to begin (not to end), so the steps' timestamps always show the overlap
+        self.timeline.wait_for_begin("sampling", since, job)
 
     def gather_groups(self, rows: Tensor, num_groups: int) -> Tensor:
         """This rank's [P*k] rows -> every rank's, as [P*G] whole groups (the identity on one rank)."""

@@ -23,7 +23,7 @@ class Timeline:
 
     def __init__(self) -> None:
         self.origin = time.perf_counter()
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()  # notified as a span begins
         self.spans: list[list] = []  # [phase, start, end or None while open]
 
     def now(self) -> float:
@@ -33,6 +33,7 @@ class Timeline:
         span = [phase, self.now(), None]
         with self.lock:
             self.spans.append(span)
+            self.lock.notify_all()
         return span
 
     def end(self, span: list) -> None:
@@ -45,6 +46,16 @@ class Timeline:
             yield s
         finally:
             self.end(s)
+
+    def wait_for_begin(self, phase: str, since: float, job: Future) -> None:
+        """Until a `phase` span begins after `since`, or `job` ends (having failed before it, say)."""
+        job.add_done_callback(lambda _: self._notify())
+        with self.lock:
+            self.lock.wait_for(lambda: job.done() or any(s[0] == phase and s[1] >= since for s in self.spans))
+
+    def _notify(self) -> None:
+        with self.lock:
+            self.lock.notify_all()
 
     def busy(self, lo: float, hi: float) -> dict[str, float]:
         """Per phase, the time within [lo, hi] at least one of its spans was open (an open span runs to hi)."""
@@ -87,10 +98,11 @@ class Prefetcher:
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
         self.pending: tuple[Hashable, Future] | None = None
 
-    def start(self, key: Hashable, fn: Callable[..., Any], *args) -> None:
+    def start(self, key: Hashable, fn: Callable[..., Any], *args) -> Future:
         if self.pending is not None:
             raise RuntimeError("a prefetch is already in flight")
         self.pending = (key, self.worker.submit(fn, *args))
+        return self.pending[1]
 
     def take(self, key: Hashable) -> Any | None:
         """The job's result if it was for `key` (its error is raised here); None if none was, or another."""

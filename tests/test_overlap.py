@@ -23,7 +23,7 @@ from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix, mix_rewards
-from lit_watercolour.sampling import SamplingConfig
+from lit_watercolour.sampling import HFSampler, SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from tiny_painter import SUBJECT, save_tiny_painter
 
@@ -86,6 +86,14 @@ def test_frozen_copy_keeps_the_weights_it_was_taken_with():
     policy.eval()
     before = logps(policy)
     torch.testing.assert_close(logps(frozen), before, atol=1e-5, rtol=0)
+    # the sampler decodes the same tokens, with the same log-probs, from the copy as from the live policy
+    config = SamplingConfig(max_completion_length=24)
+    drawn = []
+    for model in (policy, frozen):
+        torch.manual_seed(0)
+        drawn.append(HFSampler(model, tokenizer, config).sample([f"a sketch of {SUBJECT}"], 2))
+    assert drawn[0].texts == drawn[1].texts
+    torch.testing.assert_close(drawn[0].logps, drawn[1].logps)
     frozen_ptrs = {p.data_ptr() for p in policy.parameters() if not p.requires_grad}
     assert any(p.data_ptr() in frozen_ptrs for p in frozen.parameters())  # frozen tensors shared, not copied
     with torch.no_grad():  # what the optimizer step does to the live adapter while a prefetch samples
