@@ -349,9 +349,13 @@ def adapter_merged(model: PeftModel) -> Iterator[None]:
     """The LoRA adapter folded into the base weights for the duration: decoding then skips the
     adapter's extra matmuls (README, "Benchmarks"). Each adapted layer's
     weight is swapped for its `merged_weight` and its adapter switched off; the original weight
-    tensors, never written, are put back afterwards, so the base stays bit-identical."""
+    tensors, never written, are put back afterwards, so the base stays bit-identical. A model without an
+    adapter (`frozen_copy`) is left as it is."""
     from peft.tuners.lora import LoraLayer
 
+    if not isinstance(model, PeftModel):
+        yield
+        return
     swaps = []
     for m in model.modules():
         if isinstance(m, LoraLayer) and (merged := merged_weight(m)) is not m.get_base_layer().weight:

@@ -44,7 +44,7 @@ def run(staleness: int, steps: int, out: Path, seed: int) -> list[dict]:
 
     quiet_known_warnings()
     folder = out / f"staleness{staleness}"
-    cli = WatercolourCLI(args=["--seed_everything", str(seed), "--model.max_staleness", str(staleness),
+    cli = WatercolourCLI(args=["--config", str(ROOT / "configs" / "default.yaml"), "--seed_everything", str(seed), "--model.max_staleness", str(staleness),
                                "--trainer.max_steps", str(steps), "--trainer.enable_progress_bar", "false",
                                "--trainer.default_root_dir", str(folder),
                                "--trainer.logger.init_args.save_dir", str(folder)], run=False)

@@ -25,7 +25,7 @@ from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix, mix_rewards
 from lit_watercolour.sampling import HFSampler, SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
-from tiny_painter import SUBJECT, save_tiny_painter
+from tiny_painter import SUBJECT
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
 
@@ -168,14 +168,6 @@ def make_run(root, painter, max_steps, probe):
         enable_progress_bar=False, limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1,
     )
     return module, PromptDataModule(subjects=[SUBJECT], seed=3), trainer
-
-
-@pytest.fixture(scope="module")
-def painter(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield save_tiny_painter(tmp_path_factory.mktemp("painter"), steps=300)
-    torch.set_num_threads(threads)
 
 
 def test_one_step_stale_run_overlaps_trains_on_sampler_logps_and_resumes(tmp_path, painter, monkeypatch):
