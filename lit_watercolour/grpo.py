@@ -342,8 +342,8 @@ def grpo_loss(
     TRL logs them: "clip_ratio/low_mean" (share of tokens with r < 1 - epsilon and A < 0),
     "clip_ratio/high_mean" (r > 1 + epsilon_high and A > 0), "clip_ratio/region_mean" (either),
     "clip_ratio/low_min" and "clip_ratio/high_max" (the extreme per-sequence shares),
-    "ratio/mean" (mean r over tokens), "ratio/min" / "ratio/max" (its extremes; not TRL's) and, when beta > 0, "kl" (mean KL over tokens, r-weighted
-    under use_bias_correction_kl, as TRL logs it).
+    "ratio/mean" (mean r over tokens), "ratio/min" / "ratio/max" (its extremes; not TRL's) and,
+    when beta > 0, "kl" (mean KL over tokens, r-weighted under use_bias_correction_kl, as TRL logs it).
     """
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     mask = mask.to(logps.dtype)

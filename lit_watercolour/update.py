@@ -59,7 +59,8 @@ UPDATE_METRICS = {
     "clip_ratio/low_mean": "token_mean", "clip_ratio/high_mean": "token_mean", "clip_ratio/region_mean": "token_mean",
     "clip_ratio/low_min": "min", "clip_ratio/high_max": "max",  # per-sequence extremes stay extremes
     "sampling/logp_diff_mean": "token_mean",
-    "is_weight/mean": "token_mean", "is_weight/truncated_frac": "token_mean", "is_weight/min": "min", "is_weight/max": "max",
+    "is_weight/mean": "token_mean", "is_weight/truncated_frac": "token_mean",
+    "is_weight/min": "min", "is_weight/max": "max",
 }
 
 
