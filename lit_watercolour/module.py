@@ -247,6 +247,8 @@ class GRPOModule(pl.LightningModule):
     def rollout(self, prompts: list[Prompt], policy_version: int) -> tuple[RolloutBatch, Tensor, dict, dict]:
         """The step's first stage: sample, render and score `prompts` (inline, or on the prefetch thread).
         Returns the batch, its [N] rewards, the term scores and the metrics so far."""
+        if self.device.type == "cuda":  # the current device is per thread: a prefetch thread starts on device 0
+            torch.cuda.set_device(self.device)
         if self.trainer.world_size > 1 or self.max_staleness:
             # ranks draw different rows of the same groups; a prefetch draws the same whatever the main thread does
             torch.manual_seed(group_seed(prompts[0].seed, self.global_rank))

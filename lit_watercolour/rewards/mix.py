@@ -53,8 +53,12 @@ class RewardMix:
             raise RuntimeError("no reward terms: list them under `model.rewards`")
         passed = torch.tensor([r.gate.passed for r in rollouts])
         idx = passed.nonzero().flatten().tolist()
+        # the current CUDA device is per thread: a term's "cuda" must mean the caller's (its DDP rank's) GPU
+        cuda = torch.cuda.current_device() if torch.cuda.is_initialized() else None
 
         def run(term: RewardTerm) -> tuple[Tensor, float]:
+            if cuda is not None:
+                torch.cuda.set_device(cuda)
             t0 = time.perf_counter()
             with timeline.span(f"score_{term.name}") if timeline is not None else nullcontext():
                 s = torch.zeros(len(rollouts))
