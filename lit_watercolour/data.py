@@ -51,11 +51,15 @@ class PromptStream(IterableDataset):
             random.Random(f"{self.seed}:epoch{epoch}").shuffle(order)
         return order[pos]
 
+    def batch(self, step: int) -> list[Prompt]:
+        """Batch `step` of the stream: a pure function of (subjects, seed, step)."""
+        idx = range(step * self.prompts_per_step, (step + 1) * self.prompts_per_step)
+        return [Prompt(self.subject(i), self.texts[self.subject(i)], group_seed(self.seed, i)) for i in idx]
+
     def __iter__(self) -> Iterator[list[Prompt]]:
         step = self.start
         while True:
-            idx = range(step * self.prompts_per_step, (step + 1) * self.prompts_per_step)
-            yield [Prompt(self.subject(i), self.texts[self.subject(i)], group_seed(self.seed, i)) for i in idx]
+            yield self.batch(step)
             step += 1
 
 
@@ -88,9 +92,14 @@ class PromptDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         # global_step is restored before this is called; each batch makes num_iterations steps
         start = self.trainer.global_step // getattr(self.trainer.lightning_module, "num_iterations", 1)
-        stream = PromptStream(self.subjects, self.tokenizer(), self.prompts_per_step, self.shuffle, self.seed, start,
-                              self.system)
-        return DataLoader(stream, batch_size=None)
+        self.train_stream = PromptStream(self.subjects, self.tokenizer(), self.prompts_per_step, self.shuffle,
+                                         self.seed, start, self.system)
+        return DataLoader(self.train_stream, batch_size=None)
+
+    def train_prompts(self, step: int) -> list[Prompt]:
+        """The prompts the training stream yields as batch `step`, ahead of the loader (a step that
+        overlaps samples the next batch's)."""
+        return self.train_stream.batch(step)
 
     def fixed_prompts(self, subjects: list[str]) -> DataLoader:
         tok = self.tokenizer()

@@ -61,8 +61,7 @@ class LeanDecoder:
             for layer in core.model.layers:
                 a, m = layer.self_attn, layer.mlp
                 qkv = torch.cat([merged_weight(a.q_proj), merged_weight(a.k_proj), merged_weight(a.v_proj)])
-                bias = None if a.q_proj.get_base_layer().bias is None else torch.cat(
-                    [a.q_proj.base_layer.bias, a.k_proj.base_layer.bias, a.v_proj.base_layer.bias])
+                bias = None if a.q_proj.bias is None else torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
                 self.layers.append(dict(
                     ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight,
                     qkv=qkv, qkv_bias=bias, q_norm=a.q_norm.weight, k_norm=a.k_norm.weight,

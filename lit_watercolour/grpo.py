@@ -266,12 +266,31 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def truncated_importance_weights(old_logps: Tensor, sampler_logps: Tensor, cap: float) -> Tensor:
+    """TRL 1.16's `vllm_importance_sampling_correction` ("token_truncate"): per token
+    min(exp(old_logps - sampler_logps), cap), the weight of a token drawn from the sampling engine's
+    distribution in a loss whose ratio denominator is `old_logps`; truncation bounds its variance."""
+    return torch.exp(old_logps - sampler_logps).clamp(max=cap)
+
+
+def importance_weight_stats(weights: Tensor, mask: Tensor, cap: float) -> dict[str, Tensor]:
+    """mean / min / max of the weights over masked-in tokens, and the share truncated at `cap`."""
+    on = mask > 0
+    return {
+        "is_weight/mean": masked_mean(weights, mask),
+        "is_weight/min": _nan_extreme(torch.where(on, weights, float("nan")), torch.min),
+        "is_weight/max": _nan_extreme(torch.where(on, weights, float("nan")), torch.max),
+        "is_weight/truncated_frac": masked_mean((weights >= cap).to(mask.dtype), mask),
+    }
+
+
 def grpo_loss(
     logps: Tensor,
     advantages: Tensor,
     mask: Tensor,
     *,
     old_logps: Tensor | None = None,
+    importance_weights: Tensor | None = None,
     ref_logps: Tensor | None = None,
     loss_type: LossType = "dapo",
     epsilon: float = 0.2,
@@ -291,6 +310,8 @@ def grpo_loss(
       old_logps [B, T]: log-probs of the policy that sampled the tokens, the importance-ratio
         denominator; needed when the batch is reused (num_iterations > 1) or the sampler lags.
         None means on-policy: logps.detach() is used, the ratio is 1 and only its gradient acts.
+      importance_weights [B, T]: `truncated_importance_weights`, multiplying the clipped term (not
+        the KL), as TRL applies its `importance_sampling_ratio`; None: 1.
       ref_logps [B, T]: reference-policy log-probs, required when beta > 0.
 
     Per token, with r = exp(logps - old_logps):
@@ -321,8 +342,8 @@ def grpo_loss(
     TRL logs them: "clip_ratio/low_mean" (share of tokens with r < 1 - epsilon and A < 0),
     "clip_ratio/high_mean" (r > 1 + epsilon_high and A > 0), "clip_ratio/region_mean" (either),
     "clip_ratio/low_min" and "clip_ratio/high_max" (the extreme per-sequence shares),
-    "ratio/mean" (mean r over tokens) and, when beta > 0, "kl" (mean KL over tokens, r-weighted
-    under use_bias_correction_kl, as TRL logs it).
+    "ratio/mean" (mean r over tokens), "ratio/min" / "ratio/max" (its extremes; not TRL's) and,
+    when beta > 0, "kl" (mean KL over tokens, r-weighted under use_bias_correction_kl, as TRL logs it).
     """
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     mask = mask.to(logps.dtype)
@@ -332,6 +353,8 @@ def grpo_loss(
     ratio = torch.exp(logps - old_logps)
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)
     per_token = -torch.min(ratio * advantages, clipped * advantages)
+    if importance_weights is not None:
+        per_token = per_token * importance_weights
     if beta != 0.0:
         if ref_logps is None:
             raise ValueError("beta > 0 needs ref_logps")
@@ -368,6 +391,8 @@ def grpo_loss(
             "clip_ratio/low_min": _nan_extreme((low * mask).sum(-1) / row_tokens, torch.min),
             "clip_ratio/high_max": _nan_extreme((high * mask).sum(-1) / row_tokens, torch.max),
             "ratio/mean": masked_mean(ratio, mask),
+            "ratio/min": _nan_extreme(torch.where(mask > 0, ratio, float("nan")), torch.min),
+            "ratio/max": _nan_extreme(torch.where(mask > 0, ratio, float("nan")), torch.max),
         }
         if beta != 0.0:
             metrics["kl"] = masked_mean(kl, mask)

@@ -24,6 +24,14 @@ each group (`num_generations / world_size` rows, drawn with a per-rank seed); re
 gathered before advantages, so a group's baseline is the whole group's. Gradients are
 averaged by DDP, so the DAPO normaliser is the all-rank token count over the world size (as
 TRL). Each rank renders with its own pool.
+
+Overlap (`max_staleness=1`, `lit_watercolour.overlap`): the first stage (sample, render, score) of step N+1
+runs on a worker thread, with a frozen copy of the weights before update N, while step N updates; the
+update of N+1 then takes the sampler's log-probs as the old policy (one optimizer step behind). A run's
+first step, and a resumed run's first step, sample on-policy (the prefetched batch is not checkpointed):
+`train/staleness` and `policy_version` in rollouts.jsonl say which. Every step logs each phase's busy and
+idle time within its wall window (`time/busy/*`, `time/idle/*`) and when sampling and the update began and
+ended (`time/at/*`, seconds since fit began).
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ from torch import Tensor
 
 from lit_watercolour import grpo
 from lit_watercolour.data import Prompt, group_seed
-from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict
-from lit_watercolour.records import StepResult
+from lit_watercolour.overlap import Prefetcher, Timeline, busy_idle_metrics
+from lit_watercolour.policy import PolicyConfig, frozen_copy, load_policy, require_bitsandbytes, trainable_state_dict
+from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.render import ThreadedRenderPool
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
@@ -67,6 +76,7 @@ class GRPOModule(pl.LightningModule):
         predict_generations: int = 1,  # paintings per subject in `predict`
         predict_dir: str = "paintings",
         cpu_threads: int = 0,  # torch intra-op threads; 0 keeps torch's default. 1 suits tiny models beside Chromium
+        max_staleness: Literal[0, 1] = 0,  # 1: sample, render and score step N+1 while step N updates (hf sampler)
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -81,7 +91,13 @@ class GRPOModule(pl.LightningModule):
         self.save_hyperparameters({
             "policy": asdict(self.policy_config), "sampling": asdict(self.sampling_config),
             "grpo_config": asdict(self.grpo_config), "optim": asdict(self.optim_config), "sampler": sampler,
+            "max_staleness": max_staleness,
         })
+        if max_staleness not in (0, 1):
+            raise ValueError(f"max_staleness must be 0 or 1, not {max_staleness}")
+        if max_staleness and sampler != "hf":  # vLLM's engine sleeps and takes new weights between rollouts
+            raise ValueError("max_staleness 1 needs the hf sampler")
+        self.max_staleness = max_staleness
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
@@ -93,6 +109,8 @@ class GRPOModule(pl.LightningModule):
         self.tokenizer = None
         self.sampler = None
         self.pool: ThreadedRenderPool | None = None
+        self.prefetch: Prefetcher | None = None
+        self.timeline = Timeline()
         self._resumed_rng: dict | None = None
 
     # --- setup ---------------------------------------------------------------------------------
@@ -110,15 +128,22 @@ class GRPOModule(pl.LightningModule):
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
         if self.sampler is None:  # built again after a teardown closed it
             self.sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, self.sampler_backend,
-                                         self.vllm_config, need_logps=self.grpo_config.num_iterations > 1)
+                                         self.vllm_config,
+                                         need_logps=self.grpo_config.num_iterations > 1 or self.max_staleness > 0)
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
             raise ValueError(f"num_generations={self.grpo_config.num_generations} must be a multiple of the "
                              f"world size ({self.trainer.world_size}): each rank samples an equal share of a group")
         self._open_pool()
+        self.timeline = Timeline()
+        if self.max_staleness:
+            self.prefetch = Prefetcher()
 
     def on_validation_start(self) -> None:
+        if self.prefetch is not None:  # validation samples with the live weights, never beside a prefetch
+            self.prefetch.wait()
+            self.sampler.sync_weights(self.policy_model)
         self._open_pool()
 
     def on_predict_start(self) -> None:
@@ -129,6 +154,9 @@ class GRPOModule(pl.LightningModule):
             self.pool = ThreadedRenderPool(size=self.render_pool_size, **{**self.render_kwargs, **overrides})
 
     def teardown(self, stage: str) -> None:
+        if self.prefetch is not None:  # before the pool: the job in flight renders with it
+            self.prefetch.close()
+            self.prefetch = None
         if self.pool is not None:
             self.pool.close()
             self.pool = None
@@ -178,17 +206,18 @@ class GRPOModule(pl.LightningModule):
     # --- the step -----------------------------------------------------------------------------------
 
     def training_step(self, prompts: list[Prompt], batch_idx: int) -> dict[str, StepResult]:
-        g, world = self.grpo_config, self.trainer.world_size
-        start = time.perf_counter()
+        g = self.grpo_config
+        start = self.timeline.now()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        if world > 1:  # each rank draws different rows of the same groups (seeded by the step's prompt)
-            torch.manual_seed(group_seed(prompts[0].seed, self.global_rank))
-        batch = collect(self.sampler, self.pool, prompts, g.num_generations // world)
-
-        t0 = time.perf_counter()
-        rewards, scores, metrics = self.reward_mix.score(batch.rollouts)
-        metrics.update(batch.metrics, **rate("scoring", t0, len(batch.rollouts), "rollouts"))
+        scored = self.prefetch.take(prompt_key(prompts)) if self.prefetch is not None else None
+        if scored is None:  # on-policy: max_staleness 0, or the first step of a run (resumed or not)
+            scored = self.rollout(prompts, self.global_step)
+        if self.prefetch is not None:
+            self.start_prefetch(self.global_step // self.num_iterations + 1)
+        batch, rewards, scores, metrics = scored
+        stale = batch.policy_version < self.global_step
+        metrics["train/staleness"] = float(self.global_step - batch.policy_version)
 
         group_rewards = self.gather_groups(rewards, len(prompts))
         advantages, stats = self.advantages(group_rewards, len(prompts))
@@ -196,19 +225,56 @@ class GRPOModule(pl.LightningModule):
 
         t0 = time.perf_counter()
         all_missing = bool(torch.isnan(group_rewards).all())  # the same on every rank: they step together
-        for _ in range(g.num_iterations):
-            if all_missing:  # no score at all: nothing to learn from this batch
-                skip_step(self.optimizers(), self.lr_schedulers())
-            else:
-                metrics.update(self.update(batch.samples, advantages))
+        with self.timeline.span("update") as update:
+            for _ in range(g.num_iterations):
+                if all_missing:  # no score at all: nothing to learn from this batch
+                    skip_step(self.optimizers(), self.lr_schedulers())
+                else:
+                    metrics.update(self.update(batch.samples, advantages, stale))
         tokens = float(batch.samples.completion_mask.sum() + batch.samples.prompt_mask.sum()) * g.num_iterations
-        metrics.update(rate("update", t0, tokens, "tokens"), **{"train/skipped_missing": float(all_missing),
-                                                                  "time/step_s": time.perf_counter() - start})
+        metrics.update(rate("update", t0, tokens, "tokens"), **{"train/skipped_missing": float(all_missing)})
         if self.device.type == "cuda":  # the step's high-water mark: sampling, scoring on the same GPU, and the update
             metrics["memory/peak_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
-        self.sampler.sync_weights(self.policy_model)
+        if self.prefetch is None:  # else the next prefetch takes a frozen copy of the weights
+            self.sampler.sync_weights(self.policy_model)
+        end = self.timeline.now()
+        phases = ["sampling", "render", *(f"score_{t.name}" for t in self.reward_mix.terms), "update"]
+        metrics.update(busy_idle_metrics(self.timeline, start, end, phases), **{
+            "time/step_s": end - start, "time/at/update_start_s": update[1], "time/at/update_end_s": update[2]})
         self.log_step(metrics, len(batch.rollouts))
         return {"step": StepResult(batch, scores, rewards, group_rewards, advantages, metrics)}
+
+    def rollout(self, prompts: list[Prompt], policy_version: int) -> tuple[RolloutBatch, Tensor, dict, dict]:
+        """The step's first stage: sample, render and score `prompts` (inline, or on the prefetch thread).
+        Returns the batch, its [N] rewards, the term scores and the metrics so far."""
+        if self.device.type == "cuda":  # the current device is per thread: a prefetch thread starts on device 0
+            torch.cuda.set_device(self.device)
+        if self.trainer.world_size > 1 or self.max_staleness:
+            # ranks draw different rows of the same groups; a prefetch draws the same whatever the main thread does
+            torch.manual_seed(group_seed(prompts[0].seed, self.global_rank))
+        batch = collect(self.sampler, self.pool, prompts, self.grpo_config.num_generations // self.trainer.world_size,
+                        self.timeline)
+        batch.policy_version = policy_version
+        t0 = time.perf_counter()
+        rewards, scores, metrics = self.reward_mix.score(batch.rollouts, self.timeline)
+        metrics.update(batch.metrics, **rate("scoring", t0, len(batch.rollouts), "rollouts"))
+        return batch, rewards, scores, metrics
+
+    def start_prefetch(self, batch_index: int) -> None:
+        """Start the first stage of the stream's batch `batch_index` on the prefetch thread, sampling with a
+        frozen copy of the weights now (the update about to run never writes what the sampler reads)."""
+        if 0 < self.trainer.max_steps <= batch_index * self.num_iterations:
+            return  # past the run's last step
+        datamodule = self.trainer.datamodule
+        if not hasattr(datamodule, "train_prompts"):
+            raise ValueError("max_staleness 1 reads the next step's prompts ahead: it needs a data module with "
+                             "train_prompts(step), such as lit_watercolour.data.PromptDataModule")
+        prompts = datamodule.train_prompts(batch_index)
+        self.sampler.sync_weights(frozen_copy(self.policy_model))
+        since = self.timeline.now()
+        job = self.prefetch.start(prompt_key(prompts), self.rollout, prompts, self.global_step)
+        # the update waits for sampling to begin (not to end), so the steps' timestamps always show the overlap
+        self.timeline.wait_for_begin("sampling", since, job)
 
     def gather_groups(self, rows: Tensor, num_groups: int) -> Tensor:
         """This rank's [P*k] rows -> every rank's, as [P*G] whole groups (the identity on one rank)."""
@@ -225,12 +291,13 @@ class GRPOModule(pl.LightningModule):
         return advantages, {**{k: float(v) for k, v in stats.items()}, "advantage/mean": advantages.mean().item(),
                             "advantage/std": advantages.std().item(), "advantage/abs_max": advantages.abs().max().item()}
 
-    def update(self, samples: SampleBatch, advantages: Tensor) -> dict[str, float]:
+    def update(self, samples: SampleBatch, advantages: Tensor, stale: bool = False) -> dict[str, float]:
         world = self.trainer.world_size
         # DDP averages the ranks' gradients: the DAPO normaliser is all ranks' tokens / world (TRL)
         world_tokens = (lambda n: self.trainer.strategy.reduce(n, reduce_op="sum") / world) if world > 1 else (lambda n: n)
         return policy_update(self.policy_model, samples, advantages, self.grpo_config, self.sampling_config,
-                             self.optim_config, self.optimizers(), self.lr_schedulers(), self.manual_backward, world_tokens)
+                             self.optim_config, self.optimizers(), self.lr_schedulers(), self.manual_backward, world_tokens,
+                             stale)
 
     def log_step(self, metrics: dict[str, float], batch_size: int) -> None:
         shown = ("reward", "gate/pass_rate", "time/step_s")  # on the progress bar
@@ -271,6 +338,11 @@ def as_config(cls, value):
     if value is None:
         return cls()
     return cls(**value) if isinstance(value, dict) else value
+
+
+def prompt_key(prompts: list[Prompt]) -> tuple:
+    """What a prefetched batch is for: its prompts' subjects and seeds."""
+    return tuple((p.subject, p.seed) for p in prompts)
 
 
 def rate(phase: str, t0: float, count: float, unit: str) -> dict[str, float]:

@@ -66,6 +66,7 @@ class RolloutBatch:
     samples: SampleBatch  # prompt ids/mask [N, P], completion ids/mask and log-probs [N, T]
     rollouts: list[Rollout]  # [N], row i of `samples`
     metrics: dict[str, float]  # time/* of sampling and rendering
+    policy_version: int = 0  # the optimizer step count of the weights that sampled it
 
 
 @dataclass

@@ -17,12 +17,15 @@ from lit_watercolour.sketch import extract_code
 
 if TYPE_CHECKING:
     from lit_watercolour.data import Prompt
+    from lit_watercolour.overlap import Timeline
     from lit_watercolour.render import ThreadedRenderPool
     from lit_watercolour.sampling import Sampler
 
 
-def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt], n: int) -> RolloutBatch:
-    """n completions of each prompt, each extracted, gated and (when the static gate lets it) rendered."""
+def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt], n: int,
+            timeline: Timeline | None = None) -> RolloutBatch:
+    """n completions of each prompt, each extracted, gated and (when the static gate lets it) rendered.
+    `timeline`: records the sampling span and each render's, from submission to result."""
     rollouts: list[Rollout | None] = [None] * (len(prompts) * n)  # indexed by row: rows may end in any order
     renders: dict[int, Future[RenderResult]] = {}
     static: dict[int, GateResult] = {}
@@ -36,8 +39,14 @@ def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt
             static[row] = verdict
         else:
             renders[row] = renderer.submit(code, p.seed)
+            if timeline is not None:
+                span = timeline.begin("render")
+                renders[row].add_done_callback(lambda _, span=span: timeline.end(span))
 
+    sampling = timeline.begin("sampling") if timeline is not None else None
     samples = sampler.sample([p.text for p in prompts], n, on_completion)
+    if timeline is not None:
+        timeline.end(sampling)
     if None in rollouts:
         missing = [row for row, r in enumerate(rollouts) if r is None]
         raise RuntimeError(f"the sampler reported no completion for rows {missing}")
@@ -62,4 +71,6 @@ def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt
         "time/render_mean_s": sum(x.elapsed_s for x in rendered) / max(1, len(rendered)),
         "time/renders": float(len(rendered)),
     }
+    if timeline is not None:  # when this batch was sampled, for checking what overlapped what
+        metrics.update({"time/at/sampling_start_s": sampling[1], "time/at/sampling_end_s": sampling[2]})
     return RolloutBatch(samples, rollouts, metrics)

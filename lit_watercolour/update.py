@@ -34,6 +34,9 @@ class GRPOConfig:
     use_bias_correction_kl: bool = True  # KL times the importance ratio (TRL 1.16's default)
     scale_rewards: grpo.ScaleRewards = "group"
     mask_truncated_completions: bool = False
+    # truncated importance sampling (TRL's vllm_importance_sampling_cap; 2.0 there): where a sampling engine
+    # reported its own log-probs (vLLM), each token's loss is weighted by min(p_old / p_engine, cap); None: off
+    importance_sampling_cap: float | None = None
 
 
 @dataclass
@@ -52,10 +55,12 @@ class OptimConfig:
 AGGREGATORS = {"sum": SumMetric, "token_mean": MeanMetric, "min": MinMetric, "max": MaxMetric}
 UPDATE_METRICS = {
     "loss": "sum",  # each micro-batch's loss is its share of the step's
-    "entropy": "token_mean", "kl": "token_mean", "ratio/mean": "token_mean",
+    "entropy": "token_mean", "kl": "token_mean", "ratio/mean": "token_mean", "ratio/min": "min", "ratio/max": "max",
     "clip_ratio/low_mean": "token_mean", "clip_ratio/high_mean": "token_mean", "clip_ratio/region_mean": "token_mean",
     "clip_ratio/low_min": "min", "clip_ratio/high_max": "max",  # per-sequence extremes stay extremes
     "sampling/logp_diff_mean": "token_mean",
+    "is_weight/mean": "token_mean", "is_weight/truncated_frac": "token_mean",
+    "is_weight/min": "min", "is_weight/max": "max",
 }
 
 
@@ -70,9 +75,10 @@ def micro_batches(samples: SampleBatch, size: int):
 
 def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig, c: SamplingConfig,
                   optim: OptimConfig, optimizer, scheduler, backward: Callable[[Tensor], None],
-                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n) -> dict[str, float]:
+                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n, stale: bool = False) -> dict[str, float]:
     """One optimizer step over the whole rollout batch. `world_tokens`: this rank's token count ->
-    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL)."""
+    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL). `stale`: an older policy
+    sampled the batch (`GRPOModule.max_staleness`), so the sampler's log-probs are the ratio's denominator."""
     mask = samples.completion_mask.float()
     if g.mask_truncated_completions:
         mask = grpo.mask_truncated_completions(mask, samples.truncated)
@@ -91,11 +97,16 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
             with torch.no_grad(), model.disable_adapter():
                 ref = completion_logps(model, *args)[0]
         # on-policy (num_iterations 1) the ratio is exactly 1, as in TRL; the sampler's own
-        # log-probs are the old policy only when the batch is reused
-        old = samples.logps[sl, :c_len] if g.num_iterations > 1 else None
+        # log-probs are the old policy only when the batch is reused or an older policy sampled it
+        old = samples.logps[sl, :c_len] if g.num_iterations > 1 or stale else None
         m = m.to(logps.device)
+        weights = None
+        if g.importance_sampling_cap is not None and samples.sampler_logps is not None:
+            weights = grpo.truncated_importance_weights((logps.detach() if old is None else old),
+                                                        samples.sampler_logps[sl, :c_len], g.importance_sampling_cap)
         loss, step = grpo.grpo_loss(
-            logps, advantages[sl].to(logps.device), m, old_logps=old, ref_logps=ref, loss_type=g.loss_type,
+            logps, advantages[sl].to(logps.device), m, old_logps=old, importance_weights=weights, ref_logps=ref,
+            loss_type=g.loss_type,
             epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, use_bias_correction_kl=g.use_bias_correction_kl,
             num_items_in_batch=num_items, max_completion_length=c.max_completion_length,
             gradient_accumulation_steps=accumulation,
@@ -104,6 +115,8 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
         with adapter_in_model_dtype(model):  # the checkpointed layers recompute in here
             backward(loss)
         step.update(loss=loss.detach(), entropy=grpo.masked_mean(entropy.detach(), m))
+        if weights is not None:
+            step.update(grpo.importance_weight_stats(weights, m, g.importance_sampling_cap))
         sampled = samples.logps if samples.sampler_logps is None else samples.sampler_logps
         if sampled is not None:  # trainer vs sampling-engine log-probs: ~0 for hf; vLLM renormalises top-k/top-p
             step["sampling/logp_diff_mean"] = grpo.masked_mean((logps.detach() - sampled[sl, :c_len]).abs(), m)

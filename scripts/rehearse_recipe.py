@@ -24,11 +24,13 @@ It reports, one JSON line each, printed as it happens and appended (flushed) to 
 so that a run cut short keeps what it finished: the set-up (WebGL renderer string, shapes, whether
 transformers found the optimised linear-attention kernels, start-up time); the policy once built
 (seconds to build it on the device, parameters, memory); each step as it ends (sampling and its
-tokens/s, render wait, each reward term's scoring time, update, total, peak GPU memory, the decode
+tokens/s, render wait, each reward term's scoring time, update, total, each phase's busy and idle
+seconds within the step's wall window and its staleness, peak GPU memory, the decode
 path: `cuda-graph` when the captured step of `lit_watercolour.graph_decoding` ran, reward, gate);
 then a summary. `--max-minutes` starts no step that would end past that many minutes from launch.
 
     python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps
+    python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled during update N
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe  # the recipe path, CPU sizes
@@ -86,6 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--completion-length", type=int, default=None, help="default 2048 (--tiny: 32)")
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
+    ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
+                    help="1: sample, render and score step N+1 while step N updates (model.max_staleness)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
                     help="start no step that would end past this many minutes from launch (0: no limit)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
@@ -101,6 +105,7 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model["policy"] = {**model["policy"], "tiny": "qwen3_5_moe", "tiny_config": shapes,
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
+    model["max_staleness"] = args.max_staleness
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
         model["cpu_threads"] = 1  # tiny kernels: more threads only fight Chromium for the cores
@@ -190,7 +195,7 @@ class StandIns(pl.Callback):
         m = {k: float(v) for k, v in trainer.logged_metrics.items()}
         row = {"step": trainer.global_step, **{k: round(m[k], 3) for k in sorted(m) if k.startswith(("time/", "memory/"))},
                "decode_path": getattr(pl_module.sampler.inner, "decode_path", pl_module.sampler_backend),
-               "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
+               "staleness": m.get("train/staleness"), "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
                "judge_failures": m.get("reward/judge/failures"),
                "gate_reasons": dict(Counter(r.gate.reason for r in outputs["step"].batch.rollouts)),
@@ -240,7 +245,7 @@ def main(argv=None) -> dict:
         params = sum(p.numel() for p in cli.model.policy_model.parameters())
         trainable = sum(p.numel() for p in cli.model.policy_model.parameters() if p.requires_grad)
     steps = stand_ins.steps
-    keys = sorted({k for s in steps for k in s if k.startswith(("time/", "memory/"))})
+    keys = sorted({k for s in steps for k in s if k.startswith(("time/", "memory/")) and not k.startswith("time/at/")})
     later = steps[1:] or steps  # the first step pays for warm-up (kernels, allocator, the decode graph's capture)
     summary = {
         "steps": len(steps), "policy_parameters": params, "trainable_parameters": trainable,

@@ -22,7 +22,7 @@ from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
-from tiny_painter import SUBJECT, save_tiny_painter
+from tiny_painter import SUBJECT
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("one_thread")]
 
@@ -71,14 +71,6 @@ def make_run(tmp_path, painter, max_steps, probe, hub=None):
         enable_progress_bar=False, limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1,
     )
     return module, PromptDataModule(subjects=[SUBJECT], seed=3), trainer
-
-
-@pytest.fixture(scope="module")
-def painter(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield save_tiny_painter(tmp_path_factory.mktemp("painter"), steps=300)
-    torch.set_num_threads(threads)
 
 
 def test_train_resume_and_publish(tmp_path, painter):

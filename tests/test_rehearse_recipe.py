@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -26,3 +28,14 @@ def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
         assert step[f"time/{key}"] >= 0, key
     assert step["gate_reasons"] == {"ok": 8} and step["judge_calls"] == 64 and step["judge_failures"] == 0
     assert last == {"summary": summary} and summary["judge_requests"] == 64  # 8 rollouts x 4 references x 2 orders
+
+
+def test_rehearsal_with_max_staleness_1_reports_busy_and_idle_per_step(tmp_path):
+    rehearse_recipe.main(["--device", "cpu", "--tiny", "--steps", "2", "--completion-length", "8", "--render-pages", "2",
+                          "--max-staleness", "1", "--out", str(tmp_path)])
+    steps = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()][2:4]
+    assert [s["staleness"] for s in steps] == [0.0, 1.0]  # the first step on-policy, the second one behind
+    assert steps[1]["time/at/sampling_start_s"] < steps[0]["time/at/update_end_s"]  # sampled while step 1 updated
+    for s in steps:
+        for phase in ("sampling", "render", "score_judge", "score_hpsv3", "update"):
+            assert s[f"time/busy/{phase}_s"] + s[f"time/idle/{phase}_s"] == pytest.approx(s["time/step_s"], abs=2e-3)

@@ -24,19 +24,9 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from tiny_painter import save_tiny_painter
-
 ROOT = Path(__file__).resolve().parents[1]
 MAX_STEPS = 4
 pytestmark = pytest.mark.timeout(420)
-
-
-@pytest.fixture(scope="module")
-def painter(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield save_tiny_painter(tmp_path_factory.mktemp("painter"), steps=300)
-    torch.set_num_threads(threads)
 
 
 CONFIG = ROOT / "configs" / "tiny_random.yaml"

@@ -29,9 +29,11 @@ def _number(x: float) -> float | None:
 
 
 def rollout_records(
-    step: int, rollouts: list[Rollout], scores: dict[str, Tensor], rewards: Tensor, advantages: Tensor
+    step: int, rollouts: list[Rollout], scores: dict[str, Tensor], rewards: Tensor, advantages: Tensor,
+    policy_version: int = 0,
 ) -> list[dict]:
-    """One JSON-ready dict per rollout of `step` (the global step after its update)."""
+    """One JSON-ready dict per rollout of `step` (the global step after its update); `policy_version`: the
+    optimizer step count of the weights that sampled them (one behind the update's with `max_staleness` 1)."""
     return [
         {
             "step": step,
@@ -45,6 +47,7 @@ def rollout_records(
             "scores": {name: _number(float(s[row])) for name, s in scores.items()},
             "reward": _number(float(rewards[row])),
             "advantage": _number(float(advantages[row])),
+            "policy_version": policy_version,
         }
         for row, r in enumerate(rollouts)
     ]
@@ -108,7 +111,8 @@ class RolloutLogger(pl.Callback):
         if self.log is None:
             return
         step: StepResult = outputs["step"]
-        records = rollout_records(trainer.global_step, step.batch.rollouts, step.scores, step.rewards, step.advantages)
+        records = rollout_records(trainer.global_step, step.batch.rollouts, step.scores, step.rewards, step.advantages,
+                                  step.batch.policy_version)
         if trainer.world_size > 1:
             for r in records:
                 r["rank"] = trainer.global_rank  # "row" is the row on its rank

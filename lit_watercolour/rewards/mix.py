@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from lit_watercolour.records import Rollout
 from lit_watercolour.rewards.base import RewardTerm
+
+if TYPE_CHECKING:
+    from lit_watercolour.overlap import Timeline
 
 
 def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], passed: torch.Tensor) -> torch.Tensor:
@@ -30,7 +36,8 @@ def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], pass
 
 
 class RewardMix:
-    """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts."""
+    """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts.
+    The terms score at the same time, a thread each (a judge's HTTP calls wait while HPSv3 computes)."""
 
     def __init__(self, terms: list[RewardTerm]) -> None:
         names = [t.name for t in terms]
@@ -38,22 +45,35 @@ class RewardMix:
             raise ValueError(f"reward terms need distinct names, got {names}")
         self.terms = terms
 
-    def score(self, rollouts: list[Rollout]) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
-        """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log."""
+    def score(self, rollouts: list[Rollout], timeline: Timeline | None = None
+              ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+        """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log.
+        `timeline`: records each term's span as `score_<name>`."""
         if not self.terms:
             raise RuntimeError("no reward terms: list them under `model.rewards`")
         passed = torch.tensor([r.gate.passed for r in rollouts])
         idx = passed.nonzero().flatten().tolist()
-        scores, metrics = {}, {}
-        for term in self.terms:
+        # the current CUDA device is per thread: a term's "cuda" must mean the caller's (its DDP rank's) GPU
+        cuda = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+
+        def run(term: RewardTerm) -> tuple[Tensor, float]:
+            if cuda is not None:
+                torch.cuda.set_device(cuda)
             t0 = time.perf_counter()
-            s = torch.zeros(len(rollouts))
-            if not term.gated:
-                s = term.score(rollouts).float()
-            elif idx:
-                s[idx] = term.score([rollouts[i] for i in idx]).float()
+            with timeline.span(f"score_{term.name}") if timeline is not None else nullcontext():
+                s = torch.zeros(len(rollouts))
+                if not term.gated:
+                    s = term.score(rollouts).float()
+                elif idx:
+                    s[idx] = term.score([rollouts[i] for i in idx]).float()
+            return s, time.perf_counter() - t0
+
+        with ThreadPoolExecutor(len(self.terms), thread_name_prefix="reward") as pool:
+            done = list(pool.map(run, self.terms))
+        scores, metrics = {}, {}
+        for term, (s, seconds) in zip(self.terms, done, strict=True):
             scores[term.name] = s
-            metrics[f"time/score_{term.name}_s"] = time.perf_counter() - t0
+            metrics[f"time/score_{term.name}_s"] = seconds
             metrics.update({f"reward/{term.name}/{k}": float(v) for k, v in term.last_metrics.items()})
         rewards = mix_rewards(scores, {t.name: t.weight for t in self.terms}, passed)
         # a browser failure says nothing about the sketch: leave it out of the baseline (NaN)

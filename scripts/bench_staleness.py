@@ -1,0 +1,93 @@
+"""The default run (configs/default.yaml, CPU) with max_staleness 0 and then 1, in one script run, side by side.
+
+Per step, from the step's own metrics: its wall time (`time/step_s`) and its period (from the end of the
+previous step's update to the end of its own: what a run of many steps pays per step, the callbacks
+between steps included) against the serial sum and against the bound an overlapped step can reach,
+max(sampling, render+score, update), where sampling is `time/sampling_s`,
+render+score is the render wait after sampling plus the scoring (`time/render_wait_s + time/scoring_s`)
+and update is `time/update_s`; each phase's busy seconds within the step's window; and the reward, so the
+two runs' learning can be compared over the same seeds (a measurement, not a test: a few steps of one seed
+say little). The first step of each run is on-policy and pays for warm-up: the means leave it out.
+
+    python scripts/bench_staleness.py --steps 6 --out runs/bench_staleness
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import lightning.pytorch as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class StepFigures(pl.Callback):
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.last_update_end: float | None = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        m = outputs["step"].metrics
+        render_score = m["time/render_wait_s"] + m["time/scoring_s"]
+        end = m["time/at/update_end_s"]
+        period = m["time/step_s"] if self.last_update_end is None else end - self.last_update_end
+        self.last_update_end = end
+        self.rows.append({
+            "step": trainer.global_step, "staleness": m["train/staleness"], "wall_s": m["time/step_s"],
+            "period_s": period,
+            "sampling_s": m["time/sampling_s"], "render_score_s": render_score, "update_s": m["time/update_s"],
+            "serial_s": m["time/sampling_s"] + render_score + m["time/update_s"],
+            "bound_s": max(m["time/sampling_s"], render_score, m["time/update_s"]),
+            **{k.removeprefix("time/"): m[k] for k in sorted(m) if k.startswith("time/busy/")},
+            "reward": m["reward"],
+        })
+
+
+def run(staleness: int, steps: int, out: Path, seed: int) -> list[dict]:
+    from lit_watercolour.__main__ import WatercolourCLI, quiet_known_warnings
+
+    quiet_known_warnings()
+    folder = out / f"staleness{staleness}"
+    cli = WatercolourCLI(args=["--config", str(ROOT / "configs" / "default.yaml"), "--seed_everything", str(seed),
+                               "--model.max_staleness", str(staleness), "--trainer.max_steps", str(steps),
+                               "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder),
+                               "--trainer.logger.init_args.save_dir", str(folder)], run=False)
+    figures = StepFigures()
+    cli.trainer.callbacks.append(figures)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return figures.rows
+
+
+def mean(rows: list[dict], key: str) -> float:
+    return round(statistics.fmean(r[key] for r in rows), 2)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_staleness")
+    args = ap.parse_args(argv)
+    summary = {}
+    for staleness in (0, 1):
+        rows = run(staleness, args.steps, args.out, args.seed)
+        for r in rows:
+            print(json.dumps({"max_staleness": staleness, **{k: round(v, 3) for k, v in r.items()}}), flush=True)
+        later = rows[1:] or rows
+        keys = ("wall_s", "period_s", "serial_s", "bound_s", "sampling_s", "render_score_s", "update_s", "reward")
+        summary[f"max_staleness={staleness}"] = {k: mean(later, k) for k in keys}
+    print("| max_staleness | step wall s | step period s | serial sum s | max(sampling, render+score, update) s | sampling s "
+          "| render+score s | update s | reward |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, s in summary.items():
+        print(f"| {name.split('=')[1]} | {s['wall_s']} | {s['period_s']} | {s['serial_s']} | {s['bound_s']} "
+              f"| {s['sampling_s']} | {s['render_score_s']} | {s['update_s']} | {s['reward']} |")
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
