@@ -355,11 +355,20 @@
   trustChain(p5.prototype); trustChain(p5.Graphics.prototype); trustChain(p5.Framebuffer.prototype);
   seal(Document.prototype, ["createElement"]);
   // A sketch that makes every object thenable could answer for the harness; the built-in
-  // prototypes are frozen once the libraries have loaded.
+  // prototypes are frozen once the libraries have loaded. Frozen key by key, then made
+  // non-extensible: the same integrity level as Object.freeze, which on Object.prototype or
+  // Array.prototype sends V8 down slow paths in p5.brush's array code for the whole page.
+  const freeze = (obj) => {
+    for (const key of ownKeys(obj)) {
+      const d = getDescriptor(obj, key);
+      if (d.configurable || d.writable) Object.defineProperty(obj, key, "value" in d ? { writable: false, configurable: false } : { configurable: false });
+    }
+    Object.preventExtensions(obj);
+  };
   for (const ctor of [Object, Array, Function, Promise, String, Number, Boolean, Symbol, Error, RegExp, Map, Set, JSON, Reflect, Date]) {
-    Object.freeze(ctor.prototype || ctor);
+    freeze(ctor.prototype || ctor);
   }
-  Object.freeze(Reflect);
+  freeze(Reflect);
 
   // Everything p5.brush does in its own lifecycle hooks (the composite flush) is library work.
   for (const name of Object.keys(p5.lifecycleHooks)) {
