@@ -355,9 +355,9 @@
   trustChain(p5.prototype); trustChain(p5.Graphics.prototype); trustChain(p5.Framebuffer.prototype);
   seal(Document.prototype, ["createElement"]);
   // A sketch that makes every object thenable could answer for the harness; the built-in
-  // prototypes are frozen once the libraries have loaded. Frozen key by key, then made
-  // non-extensible: the same integrity level as Object.freeze, which on Object.prototype or
-  // Array.prototype sends V8 down slow paths in p5.brush's array code for the whole page.
+  // prototypes are frozen once the libraries have loaded: key by key, then made non-extensible,
+  // the same integrity level as Object.freeze, which on Object.prototype or Array.prototype
+  // slows p5.brush's own JS for the rest of the page (docs/render_cpu.md).
   const freeze = (obj) => {
     for (const key of ownKeys(obj)) {
       const d = getDescriptor(obj, key);
@@ -368,7 +368,6 @@
   for (const ctor of [Object, Array, Function, Promise, String, Number, Boolean, Symbol, Error, RegExp, Map, Set, JSON, Reflect, Date]) {
     freeze(ctor.prototype || ctor);
   }
-  freeze(Reflect);
 
   // Everything p5.brush does in its own lifecycle hooks (the composite flush) is library work.
   for (const name of Object.keys(p5.lifecycleHooks)) {

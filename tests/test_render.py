@@ -94,6 +94,19 @@ def test_the_harness_leaves_the_pixels_as_they_were(render_pool):
         assert (diff.max(axis=2) > 0).mean() < 0.0005 and diff.mean() < 0.05, name
 
 
+FROZEN_PROBE = SMALL.replace("noLoop();", """noLoop();
+  const builtins = [Object, Array, Function, Promise, String, Number, Boolean, Symbol, Error, RegExp, Map, Set, JSON, Reflect, Date];
+  console.log(builtins.map((c) => Object.isFrozen(c.prototype || c)).join(" "));
+  try { Object.defineProperty(Array.prototype, "then", { value: 1 }); console.log("then added"); } catch (e) { console.log(e.name); }""")
+
+
+def test_the_builtin_prototypes_are_frozen(render_pool):
+    # the harness freezes them key by key (a cheaper way for V8): the result must be Object.freeze's
+    result = render_pool.submit(FROZEN_PROBE, 0).result()
+    assert result.error is None
+    assert result.console == ["log: " + " ".join(["true"] * 15), "log: TypeError"]
+
+
 def test_half_density_paints_the_same_picture_at_half_the_pixels(render_pool, sketches):
     code = sketches["hibiscus"]
     full = render_pool.submit(code, 3).result()
