@@ -355,19 +355,11 @@
   trustChain(p5.prototype); trustChain(p5.Graphics.prototype); trustChain(p5.Framebuffer.prototype);
   seal(Document.prototype, ["createElement"]);
   // A sketch that makes every object thenable could answer for the harness; the built-in
-  // prototypes are frozen once the libraries have loaded: key by key, then made non-extensible,
-  // the same integrity level as Object.freeze, which on Object.prototype or Array.prototype
-  // slows p5.brush's own JS for the rest of the page (docs/render_cpu.md).
-  const freeze = (obj) => {
-    for (const key of ownKeys(obj)) {
-      const d = getDescriptor(obj, key);
-      if (d.configurable || d.writable) Object.defineProperty(obj, key, "value" in d ? { writable: false, configurable: false } : { configurable: false });
-    }
-    Object.preventExtensions(obj);
-  };
+  // prototypes are frozen once the libraries have loaded.
   for (const ctor of [Object, Array, Function, Promise, String, Number, Boolean, Symbol, Error, RegExp, Map, Set, JSON, Reflect, Date]) {
-    freeze(ctor.prototype || ctor);
+    Object.freeze(ctor.prototype || ctor);
   }
+  Object.freeze(Reflect);
 
   // Everything p5.brush does in its own lifecycle hooks (the composite flush) is library work.
   for (const name of Object.keys(p5.lifecycleHooks)) {

@@ -82,7 +82,7 @@ REFERENCE_SKETCHES = {  # fills with bleed and texture, flow-field strokes, a cu
 
 def test_the_harness_leaves_the_pixels_as_they_were(render_pool):
     """Changes to the sandbox page (prelude.js, harness.js) must not move a pixel: seed 0 of these
-    sketches against PNGs rendered by the harness before its CPU cuts (SwiftShader, Debian Chromium;
+    sketches against PNGs rendered by main's page of 2026-12-04 (SwiftShader, Debian Chromium;
     another rasteriser paints other pixels)."""
     if "SwiftShader" not in (render_pool.pool.renderer or ""):
         pytest.skip(f"the references are SwiftShader's; WebGL here is {render_pool.pool.renderer!r}")
@@ -101,7 +101,7 @@ FROZEN_PROBE = SMALL.replace("noLoop();", """noLoop();
 
 
 def test_the_builtin_prototypes_are_frozen(render_pool):
-    # the harness freezes them key by key (a cheaper way for V8): the result must be Object.freeze's
+    # a sketch that made every object thenable could answer for the harness (harness.js)
     result = render_pool.submit(FROZEN_PROBE, 0).result()
     assert result.error is None
     assert result.console == ["log: " + " ".join(["true"] * 15), "log: TypeError"]
