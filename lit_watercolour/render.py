@@ -179,15 +179,15 @@ def painted_fraction(png: bytes) -> float:
     return float((distance > PAINT_DISTANCE).mean())
 
 
-def _assets() -> dict[str, tuple[bytes, str]]:
+def _assets(page_dir: Path = RENDERER_DIR) -> dict[str, tuple[bytes, str]]:
     js = "application/javascript"
     modules = RENDERER_DIR / "node_modules"
     return {
-        "/index.html": ((RENDERER_DIR / "sandbox.html").read_bytes(), "text/html"),
-        "/prelude.js": ((RENDERER_DIR / "prelude.js").read_bytes(), js),
+        "/index.html": ((page_dir / "sandbox.html").read_bytes(), "text/html"),
+        "/prelude.js": ((page_dir / "prelude.js").read_bytes(), js),
         "/p5.min.js": ((modules / "p5" / "lib" / "p5.min.js").read_bytes(), js),
         "/p5.brush.js": ((modules / "p5.brush" / "dist" / "p5.brush.js").read_bytes(), js),
-        "/harness.js": ((RENDERER_DIR / "harness.js").read_bytes(), js),
+        "/harness.js": ((page_dir / "harness.js").read_bytes(), js),
     }
 
 
@@ -321,6 +321,8 @@ class RenderPool:
     reuse_pages: after a clean render, load a new sandbox document into the same page (same
         context and renderer process, code cache warm) instead of opening a new context: about a
         fifth of the CPU of a new page (README, "Rendering"). False: a new context per render.
+    page_dir: folder of the sandbox page's own files (sandbox.html, prelude.js, harness.js);
+        default renderer/. scripts/bench_render.py points it at an earlier revision's copy.
     """
 
     def __init__(
@@ -338,6 +340,7 @@ class RenderPool:
         memory_cap_gib: float = 4.0,
         accelerated_canvas2d: bool = False,
         reuse_pages: bool = True,
+        page_dir: str | Path | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("size must be >= 1")
@@ -368,7 +371,7 @@ class RenderPool:
         self.reuse_pages = reuse_pages
         self.pages_reused = 0  # renders that got a reloaded page rather than a new context
         self.renderer: str | None = None  # what WebGL reported at start-up
-        self._assets = _assets()
+        self._assets = _assets(Path(page_dir) if page_dir else RENDERER_DIR)
         self._playwright = None
         self._executable: str | None = None
         self._wrapper_dir: str | None = None

@@ -6,10 +6,12 @@ against the GPU over a grid of pages x browsers, side by side in one run on the 
     # (ii) the grid, on a GPU node (the SwiftShader rows need a browser that does not see the GPU)
     python scripts/bench_render.py --no-compare --suites heavy --backends swiftshader,gpu \\
         --grid 1x1,4x1,8x2,16x4,32x8 --swiftshader-executable /opt/chr/chrome.sh
+    # (iii) the sandbox page (harness, prelude) of a git revision against this tree's, same pool
+    python scripts/bench_render.py --no-compare --suites heavy,recipe --baseline main --rounds 2
 
 Suites: `fixtures` (renderer/sketches, 512 px), `heavy` (renderer/bench/heavy512.js: 20 filled
 shapes), `recipe` (renderer/bench/*600.js: the recipe's skeleton at 600x600, 21-25 filled shapes
-with fillBleed and fillTexture). A measurement renders `--renders` sketches of the suite (cycled),
+with fillBleed and fillTexture; `hibiscus` is one of them). A measurement renders `--renders` sketches of the suite (cycled),
 all submitted at once, from warm: browser launches are outside the clock for both designs.
 
 The recipe's renderer design, written from its description: N = min(4, cores - 2) browsers (at
@@ -26,12 +28,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import os
+import subprocess
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
+from PIL import Image
 from playwright.async_api import async_playwright
 
 from lit_watercolour.render import (
@@ -46,6 +54,7 @@ SUITES = {
     "fixtures": sorted((RENDERER_DIR / "sketches").glob("*.js")),
     "heavy": [RENDERER_DIR / "bench" / "heavy512.js"],
     "recipe": sorted((RENDERER_DIR / "bench").glob("*600.js")),
+    "hibiscus": [RENDERER_DIR / "bench" / "hibiscus600.js"],
 }
 RECIPE_ARGS = ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-sandbox", "--no-sandbox")
 # Grid backends as RenderPool arguments. gpu-canvas2d: GPU Canvas2D as well as WebGL, fastest
@@ -111,9 +120,14 @@ def tree_cpu() -> Counter:
     return cpu
 
 
+def cpu_parts(before: Counter, after: Counter, renders: int) -> Counter:
+    """Core-seconds per render by process kind."""
+    return Counter({k: (after[k] - before[k]) / renders for k in after})
+
+
 def per_render(before: Counter, after: Counter, renders: int) -> str:
     """'1.93 (renderer 1.10, gpu-process 0.41, ...)': core-seconds per render, largest parts first."""
-    parts = {k: (after[k] - before[k]) / renders for k in after}
+    parts = cpu_parts(before, after, renders)
     shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.01)
     return f"{sum(parts.values()):.2f} ({shown})"
 
@@ -162,18 +176,74 @@ async def recipe_run(codes: list[str], browsers: int, executable: str | None, ar
     return wall, failed, renderer, cpu
 
 
-async def pool_run(codes: list[str], **pool_kwargs) -> tuple[float, int, str, float, str]:
-    """This project's pool: (wall seconds, renders that did not pass cleanly, renderer, mean in-page
-    seconds, core-seconds per render). The CPU window runs from the first submit until the pool has
-    warmed (or reloaded) the pages the next renders would take: it starts and ends warm."""
+class PoolRun(NamedTuple):
+    wall: float  # seconds
+    failed: int  # renders that did not pass cleanly
+    renderer: str  # WebGL renderer string
+    js: float  # mean in-page seconds
+    cpu: str  # core-seconds per render, as per_render prints it
+    parts: Counter  # core-seconds per render by process kind
+    pngs: list[bytes | None]
+
+
+async def pool_run(codes: list[str], **pool_kwargs) -> PoolRun:
+    """This project's pool, sketch i with seed i. The CPU window runs from the first submit until the
+    pool has warmed (or reloaded) the pages the next renders would take: it starts and ends warm."""
     async with RenderPool(timeout_s=300.0, **pool_kwargs) as pool:
         cpu, start = tree_cpu(), time.monotonic()
         results = await asyncio.gather(*(pool.render(c, i) for i, c in enumerate(codes)))
         wall = time.monotonic() - start
         await pool.settled()
-        cpu = per_render(cpu, tree_cpu(), len(codes))
+        after = tree_cpu()
         failed = sum(r.error is not None or r.png is None or bool(r.violations) for r in results)
-        return wall, failed, pool.renderer or "", sum(r.js_s for r in results) / len(results), cpu
+        return PoolRun(wall, failed, pool.renderer or "", sum(r.js_s for r in results) / len(results),
+                       per_render(cpu, after, len(codes)), cpu_parts(cpu, after, len(codes)), [r.png for r in results])
+
+
+def page_files(ref: str, into: Path) -> Path:
+    """The sandbox page's own files (sandbox.html, prelude.js, harness.js) as of git revision `ref`, or
+    the folder `ref` holding them (a machine without the repository's history)."""
+    if Path(ref).is_dir():
+        return Path(ref)
+    for name in ("sandbox.html", "prelude.js", "harness.js"):
+        shown = subprocess.run(["git", "show", f"{ref}:renderer/{name}"], cwd=RENDERER_DIR.parent, check=True, capture_output=True)
+        (into / name).write_bytes(shown.stdout)
+    return into
+
+
+def pixel_gap(a: list[bytes | None], b: list[bytes | None]) -> tuple[float, int]:
+    """Over renders of the same sketches and seeds: the largest mean absolute difference of decoded
+    RGB (levels per channel) and the most pixels that differ at all."""
+    gaps = [np.abs(_rgb(x) - _rgb(y)) for x, y in zip(a, b) if x and y]
+    return max((g.mean() for g in gaps), default=float("nan")), max((int((g.max(axis=2) > 0).sum()) for g in gaps), default=0)
+
+
+def _rgb(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
+
+
+def compare_pages(name: str, codes: list[str], before_dir: Path, rounds: int, **pool_kwargs) -> None:
+    """One table row: the pool with `before_dir`'s page files against this tree's, same sketches and
+    seeds, alternating which goes first each round so both see the machine's load alike."""
+    runs: dict[str, list[PoolRun]] = {"before": [], "after": []}
+    for r in range(rounds):
+        for label in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            runs[label].append(asyncio.run(pool_run(codes, page_dir=before_dir if label == "before" else None, **pool_kwargs)))
+
+    def rate(label: str) -> float:
+        return len(codes) * len(runs[label]) / sum(run.wall for run in runs[label])
+
+    def core_s(label: str, kind: str | None = None) -> float:
+        return sum(sum(run.parts.values()) if kind is None else run.parts[kind] for run in runs[label]) / len(runs[label])
+
+    moved, moved_px = pixel_gap(runs["before"][0].pngs, runs["after"][0].pngs)
+    jitter, jitter_px = pixel_gap(runs["before"][0].pngs, runs["before"][-1].pngs) if rounds > 1 else (float("nan"), 0)
+    failed = "/".join(str(sum(run.failed for run in runs[label])) for label in runs)
+    print(f"| {name} | {rate('before'):.3f} | {rate('after'):.3f} | {core_s('before'):.2f} | {core_s('after'):.2f} "
+          f"| {core_s('before', 'renderer'):.2f} | {core_s('after', 'renderer'):.2f} | {failed} "
+          f"| {moved:.4f} ({moved_px} px) | {jitter:.4f} ({jitter_px} px) |", flush=True)
+    for label in runs:
+        print(f"  {label}: " + "; ".join(run.cpu for run in runs[label]), flush=True)
 
 
 def suite_codes(name: str, renders: int) -> list[str]:
@@ -212,6 +282,9 @@ def main() -> None:
     parser.add_argument("--backends", default="swiftshader", help=f"comma list of {sorted(BACKENDS)} for the grid")
     parser.add_argument("--swiftshader-executable", default=None, help="browser for SwiftShader rows and the recipe design")
     parser.add_argument("--gpu-executable", default=None, help="browser for GPU rows and our pool in the comparison")
+    parser.add_argument("--baseline", default="", help="(iii): git revision (or folder) whose renderer page files "
+                        "(sandbox.html, prelude.js, harness.js) run as 'before' against this tree's")
+    parser.add_argument("--rounds", type=int, default=2, help="(iii): before/after measurements per suite, each")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     cores = available_cores()
@@ -237,7 +310,7 @@ def main() -> None:
             recipe_codes = codes[: args.recipe_renders or len(codes)]
             ours_kwargs = dict(size=size, render_backend=args.backend, pixel_density=args.density, memory_cap_gib=args.memory_cap_gib,
                                executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe)
-            o_wall, o_failed, o_renderer, js, o_cpu = asyncio.run(pool_run(codes, reuse_pages=args.reuse_pages, **ours_kwargs))
+            o_wall, o_failed, o_renderer, js, o_cpu = asyncio.run(pool_run(codes, reuse_pages=args.reuse_pages, **ours_kwargs))[:5]
             ours = len(codes) / o_wall
             renderers.add(f"ours: {o_renderer}")
             if recipe_suites is None or name in recipe_suites:
@@ -252,7 +325,7 @@ def main() -> None:
             else:
                 print(f"| {name} | {ours:.2f} | | | | | {o_cpu} | {o_failed} | {js:.2f} |", flush=True)
             if args.ablate_reuse:
-                a_wall, a_failed, _, a_js, a_cpu = asyncio.run(pool_run(codes, reuse_pages=not args.reuse_pages, **ours_kwargs))
+                a_wall, a_failed, _, a_js, a_cpu = asyncio.run(pool_run(codes, reuse_pages=not args.reuse_pages, **ours_kwargs))[:5]
                 print(f"| {name}, ours with reuse_pages={not args.reuse_pages} | {len(codes) / a_wall:.2f} | | "
                       f"| | | {a_cpu} | {a_failed} | {a_js:.2f} |", flush=True)
         for line in sorted(renderers):
@@ -270,9 +343,25 @@ def main() -> None:
                     codes = suite_codes(name, max(args.renders, 2 * pages))
                     wall, failed, renderer, js, cpu = asyncio.run(pool_run(
                         codes, size=pages, browsers=browsers, executable_path=exe, memory_cap_gib=args.memory_cap_gib,
-                        reuse_pages=args.reuse_pages, **BACKENDS[backend]))
+                        reuse_pages=args.reuse_pages, **BACKENDS[backend]))[:5]
                     print(f"| {name} | {backend} | {pages}x{browsers} | {len(codes) / wall:.2f} | {js:.2f} | {cpu} "
                           f"| {failed} | {renderer} |", flush=True)
+
+    if args.baseline:
+        print(f"\n(iii) the page files of {args.baseline} (before) against this tree's (after): our pool ({size} pages, "
+              f"backend {args.backend}), {args.rounds} measurements each, alternating which goes first. core-s: CPU "
+              "seconds of every process per render, and of the renderer processes alone (the page's JS and Canvas2D); "
+              "pixels: decoded RGB, same sketch and seed, largest mean absolute difference in levels (pixels that differ), "
+              "after vs before, and before vs before (the rasteriser's own run-to-run jitter)")
+        print("| suite | before renders/s | after renders/s | before core-s | after core-s | before renderer core-s "
+              "| after renderer core-s | failures before/after | pixels after vs before | before vs before |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        with tempfile.TemporaryDirectory() as tmp:
+            before_dir = page_files(args.baseline, Path(tmp))
+            for name in args.suites.split(","):
+                compare_pages(name, suite_codes(name, args.renders), before_dir, args.rounds, size=size, render_backend=args.backend,
+                              memory_cap_gib=args.memory_cap_gib, reuse_pages=args.reuse_pages,
+                              executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe)
 
 
 if __name__ == "__main__":

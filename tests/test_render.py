@@ -7,13 +7,14 @@ import asyncio
 import io
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
 from PIL import Image
 
-from lit_watercolour.render import RenderPool, ThreadedRenderPool, default_browsers, gpu_present, painted_fraction
+from lit_watercolour.render import RENDERER_DIR, RenderPool, ThreadedRenderPool, default_browsers, gpu_present, painted_fraction
 from processes import chromium_descendants
 
 SMALL = """function setup() {
@@ -69,6 +70,41 @@ def test_same_code_and_seed_give_the_same_pixels(render_pool, sketches):
     assert (diff > 0).mean() < 0.0005 and np.abs(pixels(a.png) - pixels(b.png)).mean() < 0.05
     other = np.abs(pixels(a.png) - pixels(c.png)).max(axis=2)
     assert (other > 8).mean() > 0.01  # another seed paints another picture
+
+
+REFERENCE = Path(__file__).resolve().parent / "reference"
+REFERENCE_SKETCHES = {  # fills with bleed and texture, flow-field strokes, a custom tip's callback
+    "hibiscus": RENDERER_DIR / "sketches" / "hibiscus.js",
+    "flow_field_lines": Path(__file__).resolve().parent / "legit" / "flow_field_lines.js",
+    "custom_tip_stamp": Path(__file__).resolve().parent / "legit" / "custom_tip_stamp.js",
+}
+
+
+def test_the_harness_leaves_the_pixels_as_they_were(render_pool):
+    """Changes to the sandbox page (prelude.js, harness.js) must not move a pixel: seed 0 of these
+    sketches against PNGs rendered by main's page of 2026-12-04 (SwiftShader, Debian Chromium;
+    another rasteriser paints other pixels)."""
+    if "SwiftShader" not in (render_pool.pool.renderer or ""):
+        pytest.skip(f"the references are SwiftShader's; WebGL here is {render_pool.pool.renderer!r}")
+    results = render_pool.render_many([path.read_text() for path in REFERENCE_SKETCHES.values()], [0] * len(REFERENCE_SKETCHES))
+    for name, result in zip(REFERENCE_SKETCHES, results):
+        assert result.error is None and result.violations == [], name
+        diff = np.abs(pixels(result.png) - pixels((REFERENCE / f"{name}.png").read_bytes()))
+        # only the rasteriser's run-to-run jitter (test_same_code_and_seed_give_the_same_pixels)
+        assert (diff.max(axis=2) > 0).mean() < 0.0005 and diff.mean() < 0.05, name
+
+
+FROZEN_PROBE = SMALL.replace("noLoop();", """noLoop();
+  const builtins = [Object, Array, Function, Promise, String, Number, Boolean, Symbol, Error, RegExp, Map, Set, JSON, Reflect, Date];
+  console.log(builtins.map((c) => Object.isFrozen(c.prototype || c)).join(" "));
+  try { Object.defineProperty(Array.prototype, "then", { value: 1 }); console.log("then added"); } catch (e) { console.log(e.name); }""")
+
+
+def test_the_builtin_prototypes_are_frozen(render_pool):
+    # a sketch that made every object thenable could answer for the harness (harness.js)
+    result = render_pool.submit(FROZEN_PROBE, 0).result()
+    assert result.error is None
+    assert result.console == ["log: " + " ".join(["true"] * 15), "log: TypeError"]
 
 
 def test_half_density_paints_the_same_picture_at_half_the_pixels(render_pool, sketches):
