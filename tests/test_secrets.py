@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from judge_server import JudgeServer, always, failing_first
-from test_resume_kill import painter  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {"LW_TEST_JUDGE_KEY": "sk-judge-9f8e7d6c5b4a", "HF_TOKEN": "hf_fakeTokenXyZ123456",
@@ -22,7 +21,7 @@ SECRETS = {"LW_TEST_JUDGE_KEY": "sk-judge-9f8e7d6c5b4a", "HF_TOKEN": "hf_fakeTok
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_tokens_are_never_written(tmp_path, painter):  # noqa: F811
+def test_tokens_are_never_written(tmp_path, painter):
     config = yaml.safe_load((ROOT / "configs" / "tiny_random.yaml").read_text())
     with JudgeServer(failing_first(1, 500, always("A"))) as server:
         config["model"]["rewards"].append({
