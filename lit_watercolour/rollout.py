@@ -34,11 +34,13 @@ def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt
     streamed: list[dict[str, Future]] = [{} for _ in range(rows)]
     settled: dict[int, Future[None]] = {}  # rendered rows: render and gate done
     # a thread per wait (a render, a judge's reply), so no row's scoring queues behind another row's render
-    executor = ThreadPoolExecutor(max(rows, 1) * (1 + len(scorer.streaming() if scorer else [])), thread_name_prefix="rollout")
+    waits = max(rows, 1) * (1 + len(scorer.streaming() if scorer else []))
+    executor = ThreadPoolExecutor(waits, thread_name_prefix="rollout")
+    start_scoring = scorer.streamer(executor, timeline) if scorer is not None else None
 
     def gated(row: int) -> None:
-        if scorer is not None:
-            streamed[row] = scorer.stream(rollouts[row], executor, timeline)
+        if start_scoring is not None:
+            streamed[row] = start_scoring(rollouts[row])
 
     def settle(row: int, render: Future[RenderResult]) -> None:
         r = rollouts[row]

@@ -66,7 +66,7 @@ def test_streamed_scores_equal_the_batch_path_and_start_before_the_last_render(r
 
 def streamed(mix: RewardMix, rollouts: list[Rollout]) -> list[dict]:
     with ThreadPoolExecutor(len(rollouts) * 2) as executor:
-        return [mix.stream(r, executor) for r in rollouts]
+        return [mix.streamer(executor)(r) for r in rollouts]
 
 
 def passed_rollouts(pngs: list[bytes | None]) -> list[Rollout]:
@@ -80,9 +80,10 @@ def test_a_failed_row_is_missing_and_a_row_error_raises_as_in_the_batch_path(ske
         mix = RewardMix([PairwiseJudge(http(server.base_url), references=2)])
         rollouts = passed_rollouts(pngs)
         with ThreadPoolExecutor(2) as executor:
-            first = mix.stream(rollouts[0], executor)
+            start = mix.streamer(executor)
+            first = start(rollouts[0])
             wait([first["judge"]])  # before the second row asks: the failures are the first row's
-            rows = [first, mix.stream(rollouts[1], executor)]
+            rows = [first, start(rollouts[1])]
         _, scores, metrics = mix.score(rollouts, streamed=rows)
     assert math.isnan(scores["judge"][0].item()) and scores["judge"][1].item() == 0.5  # missing, never scored 0
     assert metrics["reward/judge/missing"] == 1 and metrics["reward/judge/failures"] == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,7 @@ def scoring(term: RewardTerm, cuda: int | None, timeline: Timeline | None):
 class RewardMix:
     """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts.
     The terms score at the same time, a thread each (a judge's HTTP calls wait while HPSv3 computes);
-    a streaming term's rows are already under way (`stream`, called by `collect` as each row is gated)."""
+    a streaming term's rows are already under way (`streamer`, called by `collect` as each row is gated)."""
 
     def __init__(self, terms: list[RewardTerm]) -> None:
         names = [t.name for t in terms]
@@ -64,20 +65,24 @@ class RewardMix:
     def streaming(self) -> list[RewardTerm]:
         return [t for t in self.terms if t.streams]
 
-    def stream(self, rollout: Rollout, executor: Executor, timeline: Timeline | None = None) -> dict[str, Future]:
-        """Start each streaming term's `score_row` on a gated rollout (a gated term's only if it passed)."""
+    def streamer(self, executor: Executor, timeline: Timeline | None = None) -> Callable[[Rollout], dict[str, Future]]:
+        """What starts each streaming term's `score_row` on a gated rollout (a gated term's only if it passed),
+        on `executor` and on the caller's CUDA device, whichever thread the rollout is gated on."""
         cuda = caller_cuda()
 
-        def run(term: RewardTerm) -> Any:
+        def run(term: RewardTerm, rollout: Rollout) -> Any:
             with scoring(term, cuda, timeline):
                 return term.score_row(rollout)
 
-        return {t.name: executor.submit(run, t) for t in self.streaming() if rollout.gate.passed or not t.gated}
+        def start(rollout: Rollout) -> dict[str, Future]:
+            terms = [t for t in self.streaming() if rollout.gate.passed or not t.gated]
+            return {t.name: executor.submit(run, t, rollout) for t in terms}
+        return start
 
     def score(self, rollouts: list[Rollout], timeline: Timeline | None = None,
               streamed: list[dict[str, Future]] | None = None) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
         """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log.
-        `timeline`: records each term's span as `score_<name>`. `streamed`: per row, what `stream` started
+        `timeline`: records each term's span as `score_<name>`. `streamed`: per row, what `streamer` started
         (a streaming term's rows are combined, and its error, if any, raised here, as `score` would)."""
         if not self.terms:
             raise RuntimeError("no reward terms: list them under `model.rewards`")
@@ -93,7 +98,8 @@ class RewardMix:
             with scoring(term, cuda, timeline):
                 s = torch.zeros(len(rollouts))
                 if rows or not term.gated:
-                    s[rows] = (term.score([rollouts[i] for i in rows]) if results is None else term.combine(results)).float()
+                    scored = term.score([rollouts[i] for i in rows]) if results is None else term.combine(results)
+                    s[rows] = scored.float()
             return s, time.perf_counter() - t0
 
         with ThreadPoolExecutor(len(self.terms), thread_name_prefix="reward") as pool:
