@@ -65,8 +65,10 @@ def test_streamed_scores_equal_the_batch_path_and_start_before_the_last_render(r
 
 
 def streamed(mix: RewardMix, rollouts: list[Rollout]) -> list[dict]:
+    """Every row's scoring started at once, as `collect` starts it when rows are gated together."""
     with ThreadPoolExecutor(len(rollouts) * 2) as executor:
-        return [mix.streamer(executor)(r) for r in rollouts]
+        start = mix.streamer(executor)
+        return [start(r) for r in rollouts]
 
 
 def passed_rollouts(pngs: list[bytes | None]) -> list[Rollout]:
