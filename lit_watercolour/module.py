@@ -253,10 +253,10 @@ class GRPOModule(pl.LightningModule):
             # ranks draw different rows of the same groups; a prefetch draws the same whatever the main thread does
             torch.manual_seed(group_seed(prompts[0].seed, self.global_rank))
         batch = collect(self.sampler, self.pool, prompts, self.grpo_config.num_generations // self.trainer.world_size,
-                        self.timeline)
+                        self.timeline, self.reward_mix)
         batch.policy_version = policy_version
         t0 = time.perf_counter()
-        rewards, scores, metrics = self.reward_mix.score(batch.rollouts, self.timeline)
+        rewards, scores, metrics = self.reward_mix.score(batch.rollouts, self.timeline, batch.streamed)
         metrics.update(batch.metrics, **rate("scoring", t0, len(batch.rollouts), "rollouts"))
         return batch, rewards, scores, metrics
 
@@ -308,8 +308,9 @@ class GRPOModule(pl.LightningModule):
     # --- evaluation and painting ----------------------------------------------------------------
 
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
-        rollouts = collect(self.sampler, self.pool, prompts, self.grpo_config.num_generations).rollouts
-        rewards, scores, _ = self.reward_mix.score(rollouts)
+        batch = collect(self.sampler, self.pool, prompts, self.grpo_config.num_generations, scorer=self.reward_mix)
+        rollouts = batch.rollouts
+        rewards, scores, _ = self.reward_mix.score(rollouts, streamed=batch.streamed)
         n = len(rollouts)
         self.log("val/reward", torch.nanmean(rewards).item(), batch_size=n)
         self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in rollouts)) / n, batch_size=n)

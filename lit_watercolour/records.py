@@ -9,6 +9,7 @@ group i // n); T tokens of the longest completion.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,7 @@ class RolloutBatch:
     rollouts: list[Rollout]  # [N], row i of `samples`
     metrics: dict[str, float]  # time/* of sampling and rendering
     policy_version: int = 0  # the optimizer step count of the weights that sampled it
+    streamed: list[dict[str, Future]] = field(default_factory=list)  # [N] term name -> its score_row, under way
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -18,10 +19,15 @@ class RewardTerm:
     `reward/<name>/<key>`. A gated term sees only the rollouts that passed the gate (the others
     score 0); an ungated one sees them all. `setup`/`teardown` run with the trainer's
     (GRPOModule forwards its own): load a model there, not in `__init__`, so a config parses fast.
+
+    A term whose work is per rollout `streams`: it defines `score_row` (that work on one rollout) and
+    `combine` (scores and metrics from the rows' results, in order), and `score(rs)` must equal
+    `combine([score_row(r) for r in rs])`; `collect` then starts each row's work as soon as it is gated.
     """
 
     name: str = "term"
     gated: bool = True
+    streams: bool = False
 
     def __init__(self, weight: float = 1.0) -> None:
         self.weight = float(weight)
@@ -34,6 +40,12 @@ class RewardTerm:
         pass
 
     def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+        return self.combine([self.score_row(r) for r in rollouts])
+
+    def score_row(self, rollout: Rollout) -> Any:
+        raise NotImplementedError
+
+    def combine(self, rows: list[Any]) -> torch.Tensor:
         raise NotImplementedError
 
 

@@ -113,6 +113,7 @@ class ImageStatsScorer(RewardTerm):
     """The offline stand-in for judge + HPSv3 (weight 0.90 takes their two slots)."""
 
     name = "image_stats"
+    streams = True  # per render, so each render is scored as it arrives
 
     def __init__(self, weight: float = 0.90, pool: str = str(SHIPPED_POOL), pool_tiers: list[str] | None = None,
                  coverage_low: float = 0.05, coverage_high: float = 0.6, min_style_std: float = 0.05) -> None:
@@ -135,13 +136,18 @@ class ImageStatsScorer(RewardTerm):
             "style": style_score(s, self.style_mean, self.style_std),
         }
 
-    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+    def score_row(self, rollout: Rollout) -> tuple[dict[str, float] | None, float]:
+        """The parts of one render (None: nothing rendered) and the seconds they took."""
         t0 = time.perf_counter()
-        rows = [self.parts(r.render.png) if r.render and r.render.png else None for r in rollouts]
-        scores = torch.tensor([np.mean(list(p.values())) if p else float("nan") for p in rows], dtype=torch.float32)
+        parts = self.parts(rollout.render.png) if rollout.render and rollout.render.png else None
+        return parts, time.perf_counter() - t0
+
+    def combine(self, rows: list[tuple[dict[str, float] | None, float]]) -> torch.Tensor:
+        parts = [p for p, _ in rows]
+        scores = torch.tensor([np.mean(list(p.values())) if p else float("nan") for p in parts], dtype=torch.float32)
         self.last_metrics = summary_metrics(scores)
-        done = [p for p in rows if p]
+        done = [p for p in parts if p]
         for part in PARTS:
             self.last_metrics[part] = float(np.mean([p[part] for p in done])) if done else float("nan")
-        self.last_metrics["ms_per_image"] = 1000 * (time.perf_counter() - t0) / max(len(rollouts), 1)
+        self.last_metrics["ms_per_image"] = 1000 * sum(s for _, s in rows) / max(len(rows), 1)
         return scores

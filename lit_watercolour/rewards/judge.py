@@ -106,6 +106,7 @@ def reference_score(first: str | None, second: str | None) -> float | None:
 
 class PairwiseJudge(RewardTerm):
     name = "judge"
+    streams = True  # a rollout's comparisons start as its render arrives; the backend bounds the calls in flight
 
     def __init__(self, backend: JudgeBackend, weight: float = 0.60, pool: str = str(SHIPPED_POOL),
                  pool_revision: str | None = None, references: int = 4, mix: dict[str, float] | None = None,
@@ -119,34 +120,51 @@ class PairwiseJudge(RewardTerm):
         self.mix = dict(mix or DEFAULT_MIX)
         self.prompt = PROMPT.format(criteria=criteria)
 
+    def pairs(self, rollout: Rollout) -> list[tuple[bytes, bytes]]:
+        """Per reference drawn for the rollout, (candidate, reference) then (reference, candidate)."""
+        if rollout.render is None or rollout.render.png is None:
+            raise ValueError("PairwiseJudge scores rendered, gate-passed rollouts only")
+        candidate = fit_image(rollout.render.png, self.image_size)
+        pairs = []
+        for ref in self.pool.draw(self.references, seed=rollout.seed, mix=self.mix):
+            if ref.name not in self._reference_png:
+                self._reference_png[ref.name] = fit_image(ref.png, self.image_size)
+            reference = self._reference_png[ref.name]
+            pairs += [(candidate, reference), (reference, candidate)]
+        return pairs
+
+    def compare(self, pairs: list[tuple[bytes, bytes]]) -> tuple[list[str | None], list[CallRecord]]:
+        return self.backend.compare(pairs, self.prompt) if pairs else ([], [])
+
+    def score_row(self, rollout: Rollout) -> tuple[list[str | None], list[CallRecord]]:
+        return self.compare(self.pairs(rollout))
+
     def score(self, rollouts: list[Rollout]) -> torch.Tensor:
-        pairs: list[tuple[bytes, bytes]] = []
-        owner: list[int] = []  # rollout index of each consecutive (cand-first, ref-first) pair of pairs
-        for i, r in enumerate(rollouts):
-            if r.render is None or r.render.png is None:
-                raise ValueError("PairwiseJudge scores rendered, gate-passed rollouts only")
-            candidate = fit_image(r.render.png, self.image_size)
-            for ref in self.pool.draw(self.references, seed=r.seed, mix=self.mix):
-                if ref.name not in self._reference_png:
-                    self._reference_png[ref.name] = fit_image(ref.png, self.image_size)
-                reference = self._reference_png[ref.name]
-                pairs += [(candidate, reference), (reference, candidate)]
-                owner.append(i)
-        verdicts, calls = self.backend.compare(pairs, self.prompt) if pairs else ([], [])
-        per_rollout: list[list[float]] = [[] for _ in rollouts]
+        """One backend call for the batch's pairs, so they run as concurrently as the backend lets them."""
+        pairs = [self.pairs(r) for r in rollouts]
+        verdicts, calls = self.compare([p for row in pairs for p in row])
+        rows, at = [], 0
+        for row in pairs:
+            rows.append((verdicts[at:at + len(row)], calls[at:at + len(row)]))
+            at += len(row)
+        return self.combine(rows)
+
+    def combine(self, rows: list[tuple[list[str | None], list[CallRecord]]]) -> torch.Tensor:
+        per_rollout: list[list[float]] = [[] for _ in rows]
         wins = resolved = first_wins = 0
-        for j, i in enumerate(owner):
-            first, second = verdicts[2 * j], verdicts[2 * j + 1]
-            for verdict, cand in ((first, "A"), (second, "B")):
-                if verdict is not None:
-                    resolved += 1
-                    wins += verdict == cand
-                    first_wins += verdict == "A"
-            s = reference_score(first, second)
-            if s is not None:
-                per_rollout[i].append(s)
+        for i, (verdicts, _) in enumerate(rows):
+            for first, second in zip(verdicts[::2], verdicts[1::2]):
+                for verdict, cand in ((first, "A"), (second, "B")):
+                    if verdict is not None:
+                        resolved += 1
+                        wins += verdict == cand
+                        first_wins += verdict == "A"
+                s = reference_score(first, second)
+                if s is not None:
+                    per_rollout[i].append(s)
         scores = torch.tensor([sum(s) / len(s) if s else math.nan for s in per_rollout], dtype=torch.float32)
         m = summary_metrics(scores)
+        calls = [c for _, row_calls in rows for c in row_calls]
         latencies = sorted(c.latency_s for c in calls)
         m.update({
             "win_rate": wins / resolved if resolved else math.nan,

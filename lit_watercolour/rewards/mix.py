@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -35,9 +36,25 @@ def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], pass
     return torch.where(passed, total, torch.zeros_like(total))
 
 
+def caller_cuda() -> int | None:
+    """The caller's CUDA device, for work it hands to other threads (the current device is per thread)."""
+    return torch.cuda.current_device() if torch.cuda.is_initialized() else None
+
+
+@contextmanager
+def scoring(term: RewardTerm, cuda: int | None, timeline: Timeline | None):
+    """A term's work on this thread: on the caller's device (a term's "cuda" is its DDP rank's GPU), as a
+    `score_<name>` span."""
+    if cuda is not None:
+        torch.cuda.set_device(cuda)
+    with timeline.span(f"score_{term.name}") if timeline is not None else nullcontext():
+        yield
+
+
 class RewardMix:
     """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts.
-    The terms score at the same time, a thread each (a judge's HTTP calls wait while HPSv3 computes)."""
+    The terms score at the same time, a thread each (a judge's HTTP calls wait while HPSv3 computes);
+    a streaming term's rows are already under way (`streamer`, called by `collect` as each row is gated)."""
 
     def __init__(self, terms: list[RewardTerm]) -> None:
         names = [t.name for t in terms]
@@ -45,27 +62,44 @@ class RewardMix:
             raise ValueError(f"reward terms need distinct names, got {names}")
         self.terms = terms
 
-    def score(self, rollouts: list[Rollout], timeline: Timeline | None = None
-              ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+    def streaming(self) -> list[RewardTerm]:
+        return [t for t in self.terms if t.streams]
+
+    def streamer(self, executor: Executor, timeline: Timeline | None = None) -> Callable[[Rollout], dict[str, Future]]:
+        """What starts each streaming term's `score_row` on a gated rollout (a gated term's only if it passed),
+        on `executor` and on the caller's CUDA device, whichever thread the rollout is gated on."""
+        cuda = caller_cuda()
+
+        def run(term: RewardTerm, rollout: Rollout) -> Any:
+            with scoring(term, cuda, timeline):
+                return term.score_row(rollout)
+
+        def start(rollout: Rollout) -> dict[str, Future]:
+            terms = [t for t in self.streaming() if rollout.gate.passed or not t.gated]
+            return {t.name: executor.submit(run, t, rollout) for t in terms}
+        return start
+
+    def score(self, rollouts: list[Rollout], timeline: Timeline | None = None,
+              streamed: list[dict[str, Future]] | None = None) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
         """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log.
-        `timeline`: records each term's span as `score_<name>`."""
+        `timeline`: records each term's span as `score_<name>`. `streamed`: per row, what `streamer` started
+        (a streaming term's rows are combined, and its error, if any, raised here, as `score` would)."""
         if not self.terms:
             raise RuntimeError("no reward terms: list them under `model.rewards`")
         passed = torch.tensor([r.gate.passed for r in rollouts])
         idx = passed.nonzero().flatten().tolist()
-        # the current CUDA device is per thread: a term's "cuda" must mean the caller's (its DDP rank's) GPU
-        cuda = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+        cuda = caller_cuda()
 
         def run(term: RewardTerm) -> tuple[Tensor, float]:
-            if cuda is not None:
-                torch.cuda.set_device(cuda)
             t0 = time.perf_counter()
-            with timeline.span(f"score_{term.name}") if timeline is not None else nullcontext():
+            rows = idx if term.gated else list(range(len(rollouts)))
+            # a streamed term's wait for its last rows is not its work: its rows' spans are
+            results = [streamed[i][term.name].result() for i in rows] if streamed and term.streams else None
+            with scoring(term, cuda, timeline):
                 s = torch.zeros(len(rollouts))
-                if not term.gated:
-                    s = term.score(rollouts).float()
-                elif idx:
-                    s[idx] = term.score([rollouts[i] for i in idx]).float()
+                if rows or not term.gated:
+                    scored = term.score([rollouts[i] for i in rows]) if results is None else term.combine(results)
+                    s[rows] = scored.float()
             return s, time.perf_counter() - t0
 
         with ThreadPoolExecutor(len(self.terms), thread_name_prefix="reward") as pool:

@@ -1,8 +1,9 @@
 """Judge backend: any OpenAI-compatible chat-completions endpoint (vLLM, HF Inference Providers).
 
-Images travel as base64 PNG data URLs. Calls run concurrently on an httpx.AsyncClient, bounded
-by a semaphore, each with a timeout; tenacity retries timeouts, transport errors and transient
-statuses with jittered exponential backoff, and a 429 waits for its Retry-After. The API token is
+Images travel as base64 PNG data URLs. Calls run concurrently on an httpx.AsyncClient, each with a
+timeout, all on one event loop of the backend's own and bounded by one semaphore there, so rollouts
+scored at once from several threads share the bound. Tenacity retries timeouts, transport errors and
+transient statuses with jittered exponential backoff, and a 429 waits for its Retry-After. The API token is
 read from the environment variable named in the config and is never logged.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import concurrent.futures
 import email.utils
 import logging
 import os
+import threading
 import time
 
 import httpx
@@ -52,16 +53,6 @@ def retry_after_s(value: str | None) -> float | None:
     return max(when.timestamp() - time.time(), 0.0)
 
 
-def run_sync(coro):
-    """Run a coroutine to completion from sync code, even if this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a fresh loop on a helper thread
-        return pool.submit(asyncio.run, coro).result()
-
-
 def wait_retry_after(fallback, max_wait_s: float):
     """A tenacity wait: a 429's Retry-After when it gives one (capped at `max_wait_s`), else `fallback`."""
     def wait(state: RetryCallState) -> float:
@@ -95,6 +86,17 @@ class OpenAIJudge:
         self.max_concurrency, self.timeout_s = max_concurrency, timeout_s
         self.attempts, self.backoff_s, self.max_backoff_s = max(attempts, 1), backoff_s, max_backoff_s
         self.max_tokens, self.temperature, self.seed = max_tokens, temperature, seed
+        self.slots = asyncio.Semaphore(max_concurrency)  # calls in flight, whichever thread asked for them
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop every call runs on (on a daemon thread, from the first call), where `slots` lives."""
+        with self._loop_lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="judge-calls", daemon=True).start()
+            return self._loop
 
     def _body(self, a: bytes, b: bytes, prompt: str) -> dict:
         body = {
@@ -123,9 +125,9 @@ class OpenAIJudge:
             reraise=True,
         )
 
-    async def _post(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, body: dict) -> str | None:
+    async def _post(self, client: httpx.AsyncClient, body: dict) -> str | None:
         """The reply's text; raises on a failed call (retried or not, as `_retrying` decides)."""
-        async with sem:
+        async with self.slots:
             resp = await client.post(self.url, json=body)
         if resp.status_code in RETRY_STATUS:
             raise TransientStatus(resp)
@@ -135,11 +137,11 @@ class OpenAIJudge:
         except (ValueError, KeyError, IndexError, TypeError):
             return None  # not retried: at temperature 0 the same reply would come back
 
-    async def _call(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, body: dict) -> tuple[str | None, CallRecord]:
+    async def _call(self, client: httpx.AsyncClient, body: dict) -> tuple[str | None, CallRecord]:
         t0 = time.perf_counter()
         retrying = self._retrying()
         try:
-            reply = await retrying(self._post, client, sem, body)
+            reply = await retrying(self._post, client, body)
         except (httpx.HTTPError, TransientStatus) as e:
             attempts = retrying.statistics.get("attempt_number", 1)
             log.warning("judge call failed after %d attempts: %s", attempts, describe(e))
@@ -151,15 +153,15 @@ class OpenAIJudge:
         return winner, rec
 
     async def acompare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
+        """`compare` on `loop()`, the only loop `slots` may be awaited on."""
         headers = {}
         token = os.environ.get(self.api_key_env) if self.api_key_env else None
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        sem = asyncio.Semaphore(self.max_concurrency)
         limits = httpx.Limits(max_connections=self.max_concurrency)
         async with httpx.AsyncClient(headers=headers, timeout=self.timeout_s, limits=limits) as client:
-            results = await asyncio.gather(*(self._call(client, sem, self._body(a, b, prompt)) for a, b in pairs))
+            results = await asyncio.gather(*(self._call(client, self._body(a, b, prompt)) for a, b in pairs))
         return [w for w, _ in results], [r for _, r in results]
 
     def compare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
-        return run_sync(self.acompare(pairs, prompt))
+        return asyncio.run_coroutine_threadsafe(self.acompare(pairs, prompt), self.loop()).result()

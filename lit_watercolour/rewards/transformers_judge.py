@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 import time
 
 import torch
@@ -58,6 +59,7 @@ class TransformersJudge:
     def _prepare(self) -> None:
         self.processor.tokenizer.padding_side = "left"
         self.ids = letter_ids(self.processor.tokenizer)
+        self.lock = threading.Lock()  # rollouts scored from several threads take the model in turn
 
     @torch.inference_mode()
     def logits_ab(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> torch.Tensor:
@@ -76,8 +78,9 @@ class TransformersJudge:
         return torch.cat(out) if out else torch.zeros(0, 2)
 
     def compare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
-        t0 = time.perf_counter()
-        ab = self.logits_ab(pairs, prompt)
+        with self.lock:
+            t0 = time.perf_counter()
+            ab = self.logits_ab(pairs, prompt)
         per_pair = (time.perf_counter() - t0) / max(len(pairs), 1)  # one batched call; latency shared out
         verdicts = ["A" if a > b else "B" for a, b in ab.tolist()]
         return verdicts, [CallRecord(per_pair, True) for _ in verdicts]
