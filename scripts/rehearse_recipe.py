@@ -30,7 +30,7 @@ path: `cuda-graph` when the captured step of `lit_watercolour.graph_decoding` ra
 then a summary. `--max-minutes` starts no step that would end past that many minutes from launch.
 
     python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps
-    python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled during update N
+    python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled before update N, rendered and scored during it
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe  # the recipe path, CPU sizes
@@ -89,7 +89,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
-                    help="1: sample, render and score step N+1 while step N updates (model.max_staleness)")
+                    help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
                     help="start no step that would end past this many minutes from launch (0: no limit)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
