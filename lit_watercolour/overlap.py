@@ -102,3 +102,15 @@ class Prefetched:
         """Until the job in flight (if any) is done; it stays to be taken."""
         if self.pending is not None:
             wait_all([self.pending[1]])
+
+
+def stage_times(metrics: dict[str, float]) -> dict[str, float]:
+    """A step's stages from its own metrics: sampling, render+score (the render wait after sampling plus the
+    scoring), update; their serial sum; the bound a pipelined step can reach on one policy device,
+    max(sampling + update, render + score); and the largest single stage."""
+    sampling, update = metrics["time/sampling_s"], metrics["time/update_s"]
+    render_score = metrics["time/render_wait_s"] + metrics["time/scoring_s"]
+    return {"sampling_s": sampling, "render_score_s": render_score, "update_s": update,
+            "serial_s": sampling + render_score + update,
+            "pipeline_bound_s": max(sampling + update, render_score),
+            "largest_stage_s": max(sampling, render_score, update)}
