@@ -1,6 +1,6 @@
 """The GRPO LightningModule: it wires the step to Lightning; the step itself is plain code.
 
-    training_step = collect (rollout.py) -> score (rewards.mix.RewardMix) -> gather (DDP)
+    training_step = sample -> finish (rollout.py) -> score (rewards.mix.RewardMix) -> gather (DDP)
                     -> advantages (grpo.py) -> update (update.py)
 
 Manual optimisation, because one batch of prompts makes one rollout batch that is split into
@@ -25,10 +25,12 @@ gathered before advantages, so a group's baseline is the whole group's. Gradient
 averaged by DDP, so the DAPO normaliser is the all-rank token count over the world size (as
 TRL). Each rank renders with its own pool.
 
-Overlap (`max_staleness=1`, `lit_watercolour.overlap`): the first stage (sample, render, score) of step N+1
-runs on a worker thread, with a frozen copy of the weights before update N, while step N updates; the
-update of N+1 then takes the sampler's log-probs as the old policy (one optimizer step behind). A run's
-first step, and a resumed run's first step, sample on-policy (the prefetched batch is not checkpointed):
+Overlap (`max_staleness=1`, `lit_watercolour.overlap`): step N samples step N+1's batch before its own
+update (with the weights of update N-1) and leaves that batch's renders and scores to finish while step N
+waits for its own scores and updates; the update of N+1 then takes the sampler's log-probs as the old
+policy (one optimizer step behind). A step's wall time is then about max(sampling + update,
+render + score) instead of their sum. A run's first step, and a resumed run's first step, sample on-policy
+(the prefetched batch is not checkpointed):
 `train/staleness` and `policy_version` in rollouts.jsonl say which. Every step logs each phase's busy and
 idle time within its wall window (`time/busy/*`, `time/idle/*`) and when sampling and the update began and
 ended (`time/at/*`, seconds since fit began).
@@ -39,6 +41,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
@@ -49,14 +52,14 @@ from torch import Tensor
 
 from lit_watercolour import grpo
 from lit_watercolour.data import Prompt, group_seed
-from lit_watercolour.overlap import Prefetcher, Timeline, busy_idle_metrics
-from lit_watercolour.policy import PolicyConfig, frozen_copy, load_policy, require_bitsandbytes, trainable_state_dict
+from lit_watercolour.overlap import Prefetched, Timeline, busy_idle_metrics
+from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict
 from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.render import ThreadedRenderPool
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
-from lit_watercolour.rollout import collect
+from lit_watercolour.rollout import Sampled, collect, finish, sample
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update, skip_step
 
@@ -76,7 +79,7 @@ class GRPOModule(pl.LightningModule):
         predict_generations: int = 1,  # paintings per subject in `predict`
         predict_dir: str = "paintings",
         cpu_threads: int = 0,  # torch intra-op threads; 0 keeps torch's default. 1 suits tiny models beside Chromium
-        max_staleness: Literal[0, 1] = 0,  # 1: sample, render and score step N+1 while step N updates (hf sampler)
+        max_staleness: Literal[0, 1] = 0,  # 1: sample step N+1 before update N; render and score it during
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -95,8 +98,6 @@ class GRPOModule(pl.LightningModule):
         })
         if max_staleness not in (0, 1):
             raise ValueError(f"max_staleness must be 0 or 1, not {max_staleness}")
-        if max_staleness and sampler != "hf":  # vLLM's engine sleeps and takes new weights between rollouts
-            raise ValueError("max_staleness 1 needs the hf sampler")
         self.max_staleness = max_staleness
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
@@ -109,7 +110,8 @@ class GRPOModule(pl.LightningModule):
         self.tokenizer = None
         self.sampler = None
         self.pool: ThreadedRenderPool | None = None
-        self.prefetch: Prefetcher | None = None
+        self.prefetch: Prefetched | None = None
+        self.finishing: ThreadPoolExecutor | None = None  # a batch's renders, gate and scores, after sampling
         self.timeline = Timeline()
         self._resumed_rng: dict | None = None
 
@@ -137,13 +139,13 @@ class GRPOModule(pl.LightningModule):
                              f"world size ({self.trainer.world_size}): each rank samples an equal share of a group")
         self._open_pool()
         self.timeline = Timeline()
+        self.finishing = ThreadPoolExecutor(1, thread_name_prefix="finish")
         if self.max_staleness:
-            self.prefetch = Prefetcher()
+            self.prefetch = Prefetched()
 
     def on_validation_start(self) -> None:
-        if self.prefetch is not None:  # validation samples with the live weights, never beside a prefetch
+        if self.prefetch is not None:  # its renders finish first, so validation's timings are its own
             self.prefetch.wait()
-            self.sampler.sync_weights(self.policy_model)
         self._open_pool()
 
     def on_predict_start(self) -> None:
@@ -154,9 +156,9 @@ class GRPOModule(pl.LightningModule):
             self.pool = ThreadedRenderPool(size=self.render_pool_size, **{**self.render_kwargs, **overrides})
 
     def teardown(self, stage: str) -> None:
-        if self.prefetch is not None:  # before the pool: the job in flight renders with it
-            self.prefetch.close()
-            self.prefetch = None
+        if self.finishing is not None:  # before the pool: a batch still finishing renders with it
+            self.finishing.shutdown()
+            self.finishing, self.prefetch = None, None
         if self.pool is not None:
             self.pool.close()
             self.pool = None
@@ -210,12 +212,12 @@ class GRPOModule(pl.LightningModule):
         start = self.timeline.now()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        scored = self.prefetch.take(prompt_key(prompts)) if self.prefetch is not None else None
-        if scored is None:  # on-policy: max_staleness 0, or the first step of a run (resumed or not)
-            scored = self.rollout(prompts, self.global_step)
-        if self.prefetch is not None:
-            self.start_prefetch(self.global_step // self.num_iterations + 1)
-        batch, rewards, scores, metrics = scored
+        pending = self.prefetch.take(prompt_key(prompts)) if self.prefetch is not None else None
+        if pending is None:  # on-policy: max_staleness 0, or the first step of a run (resumed or not)
+            pending = self.start_rollout(prompts)
+        if self.prefetch is not None:  # the next batch is sampled now, with the weights before this update
+            self.prefetch_next(self.global_step // self.num_iterations + 1)
+        batch, rewards, scores, metrics = pending.result()
         stale = batch.policy_version < self.global_step
         metrics["train/staleness"] = float(self.global_step - batch.policy_version)
 
@@ -235,8 +237,7 @@ class GRPOModule(pl.LightningModule):
         metrics.update(rate("update", t0, tokens, "tokens"), **{"train/skipped_missing": float(all_missing)})
         if self.device.type == "cuda":  # the step's high-water mark: sampling, scoring on the same GPU, and the update
             metrics["memory/peak_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
-        if self.prefetch is None:  # else the next prefetch takes a frozen copy of the weights
-            self.sampler.sync_weights(self.policy_model)
+        self.sampler.sync_weights(self.policy_model)
         end = self.timeline.now()
         phases = ["sampling", "render", *(f"score_{t.name}" for t in self.reward_mix.terms), "update"]
         metrics.update(busy_idle_metrics(self.timeline, start, end, phases), **{
@@ -244,25 +245,29 @@ class GRPOModule(pl.LightningModule):
         self.log_step(metrics, len(batch.rollouts))
         return {"step": StepResult(batch, scores, rewards, group_rewards, advantages, metrics)}
 
-    def rollout(self, prompts: list[Prompt], policy_version: int) -> tuple[RolloutBatch, Tensor, dict, dict]:
-        """The step's first stage: sample, render and score `prompts` (inline, or on the prefetch thread).
-        Returns the batch, its [N] rewards, the term scores and the metrics so far."""
-        if self.device.type == "cuda":  # the current device is per thread: a prefetch thread starts on device 0
-            torch.cuda.set_device(self.device)
+    def start_rollout(self, prompts: list[Prompt]) -> Future:
+        """Sample `prompts` here, with the weights as they are; their renders, gate and scores finish on the
+        finishing thread. The future holds the batch, its [N] rewards, the term scores and the metrics so far."""
         if self.trainer.world_size > 1 or self.max_staleness:
-            # ranks draw different rows of the same groups; a prefetch draws the same whatever the main thread does
+            # ranks draw different rows of the same groups; a stream's batch draws the same whenever it is sampled
             torch.manual_seed(group_seed(prompts[0].seed, self.global_rank))
-        batch = collect(self.sampler, self.pool, prompts, self.grpo_config.num_generations // self.trainer.world_size,
-                        self.timeline, self.reward_mix)
+        sampled = sample(self.sampler, self.pool, prompts, self.grpo_config.num_generations // self.trainer.world_size,
+                         self.timeline, self.reward_mix)
+        return self.finishing.submit(self.finish_rollout, sampled, self.global_step)
+
+    def finish_rollout(self, sampled: Sampled, policy_version: int) -> tuple[RolloutBatch, Tensor, dict, dict]:
+        if self.device.type == "cuda":  # the current device is per thread: a new thread starts on device 0
+            torch.cuda.set_device(self.device)
+        batch = finish(sampled)
         batch.policy_version = policy_version
         t0 = time.perf_counter()
         rewards, scores, metrics = self.reward_mix.score(batch.rollouts, self.timeline, batch.streamed)
         metrics.update(batch.metrics, **rate("scoring", t0, len(batch.rollouts), "rollouts"))
         return batch, rewards, scores, metrics
 
-    def start_prefetch(self, batch_index: int) -> None:
-        """Start the first stage of the stream's batch `batch_index` on the prefetch thread, sampling with a
-        frozen copy of the weights now (the update about to run never writes what the sampler reads)."""
+    def prefetch_next(self, batch_index: int) -> None:
+        """Sample the stream's batch `batch_index` now (before this step's update), to be finished while the
+        update runs and taken by the step it is for."""
         if 0 < self.trainer.max_steps <= batch_index * self.num_iterations:
             return  # past the run's last step
         datamodule = self.trainer.datamodule
@@ -270,11 +275,7 @@ class GRPOModule(pl.LightningModule):
             raise ValueError("max_staleness 1 reads the next step's prompts ahead: it needs a data module with "
                              "train_prompts(step), such as lit_watercolour.data.PromptDataModule")
         prompts = datamodule.train_prompts(batch_index)
-        self.sampler.sync_weights(frozen_copy(self.policy_model))
-        since = self.timeline.now()
-        job = self.prefetch.start(prompt_key(prompts), self.rollout, prompts, self.global_step)
-        # the update waits for sampling to begin (not to end), so the steps' timestamps always show the overlap
-        self.timeline.wait_for_begin("sampling", since, job)
+        self.prefetch.put(prompt_key(prompts), self.start_rollout(prompts))
 
     def gather_groups(self, rows: Tensor, num_groups: int) -> Tensor:
         """This rank's [P*k] rows -> every rank's, as [P*G] whole groups (the identity on one rank)."""

@@ -1,21 +1,21 @@
-"""Overlapping the step (`GRPOModule.max_staleness = 1`): the next step's rollouts are sampled, rendered
-and scored on a worker thread while this step updates; and the timeline each phase's busy time is read from.
+"""Overlapping the step (`GRPOModule.max_staleness = 1`), and the timeline each phase's busy time is read from.
 
-Weights: before each prefetch the sampler is pointed (`sync_weights`) at `policy.frozen_copy`, a plain model
-of the policy's weights at that moment with the adapter folded in, so the update writes tensors the sampler
-never reads. A prefetched batch is one optimizer step behind the update that uses it; the module passes it
-to the loss with the sampler's log-probs as the old policy (`update.policy_update(stale=True)`).
+A step with staleness 1 samples the next step's batch on the main thread before its own update, with the
+weights of the step before, then hands that batch's renders, gate and scores to the finishing thread, so
+they run while this step waits for its own scores and updates. The policy is only ever used on the main
+thread, one thing at a time: sampling and the update never share the weights or the accelerator. A
+prefetched batch is one optimizer step behind the update that uses it; the module passes it to the loss
+with the sampler's log-probs as the old policy (`update.policy_update(stale=True)`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Hashable
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_all
 from contextlib import contextmanager
-from typing import Any
 
 
 class Timeline:
@@ -23,7 +23,7 @@ class Timeline:
 
     def __init__(self) -> None:
         self.origin = time.perf_counter()
-        self.lock = threading.Condition()  # notified as a span begins
+        self.lock = threading.Lock()
         self.spans: list[list] = []  # [phase, start, end or None while open]
 
     def now(self) -> float:
@@ -33,7 +33,6 @@ class Timeline:
         span = [phase, self.now(), None]
         with self.lock:
             self.spans.append(span)
-            self.lock.notify_all()
         return span
 
     def end(self, span: list) -> None:
@@ -46,16 +45,6 @@ class Timeline:
             yield s
         finally:
             self.end(s)
-
-    def wait_for_begin(self, phase: str, since: float, job: Future) -> None:
-        """Until a `phase` span begins after `since`, or `job` ends (having failed before it, say)."""
-        job.add_done_callback(lambda _: self._notify())
-        with self.lock:
-            self.lock.wait_for(lambda: job.done() or any(s[0] == phase and s[1] >= since for s in self.spans))
-
-    def _notify(self) -> None:
-        with self.lock:
-            self.lock.notify_all()
 
     def busy(self, lo: float, hi: float) -> dict[str, float]:
         """Per phase, the time within [lo, hi] at least one of its spans was open (an open span runs to hi)."""
@@ -91,35 +80,37 @@ def busy_idle_metrics(timeline: Timeline, lo: float, hi: float, phases: list[str
     return out
 
 
-class Prefetcher:
-    """At most one job in flight on one worker thread, keyed by what it is for (the step's prompts)."""
+class Prefetched:
+    """The one batch sampled ahead, still finishing, keyed by what it is for (the step's prompts)."""
 
     def __init__(self) -> None:
-        self.worker = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
         self.pending: tuple[Hashable, Future] | None = None
 
-    def start(self, key: Hashable, fn: Callable[..., Any], *args) -> Future:
+    def put(self, key: Hashable, job: Future) -> None:
         if self.pending is not None:
-            raise RuntimeError("a prefetch is already in flight")
-        self.pending = (key, self.worker.submit(fn, *args))
-        return self.pending[1]
+            raise RuntimeError("a batch is already prefetched")
+        self.pending = (key, job)
 
-    def take(self, key: Hashable) -> Any | None:
-        """The job's result if it was for `key` (its error is raised here); None if none was, or another."""
+    def take(self, key: Hashable) -> Future | None:
+        """The job if it was for `key`; None if none was, or another (it then finishes unused)."""
         if self.pending is None:
             return None
-        (started_for, future), self.pending = self.pending, None
-        if started_for != key:
-            wait_all([future])  # never leave it running against weights the caller goes on to change
-            return None
-        return future.result()
+        (started_for, job), self.pending = self.pending, None
+        return job if started_for == key else None
 
     def wait(self) -> None:
-        """Until the job in flight (if any) is done; its result stays to be taken."""
+        """Until the job in flight (if any) is done; it stays to be taken."""
         if self.pending is not None:
             wait_all([self.pending[1]])
 
-    def close(self) -> None:
-        self.wait()
-        self.pending = None
-        self.worker.shutdown()
+
+def stage_times(metrics: dict[str, float]) -> dict[str, float]:
+    """A step's stages from its own metrics: sampling, render+score (the render wait after sampling plus the
+    scoring), update; their serial sum; the bound a pipelined step can reach on one policy device,
+    max(sampling + update, render + score); and the largest single stage."""
+    sampling, update = metrics["time/sampling_s"], metrics["time/update_s"]
+    render_score = metrics["time/render_wait_s"] + metrics["time/scoring_s"]
+    return {"sampling_s": sampling, "render_score_s": render_score, "update_s": update,
+            "serial_s": sampling + render_score + update,
+            "pipeline_bound_s": max(sampling + update, render_score),
+            "largest_stage_s": max(sampling, render_score, update)}

@@ -325,32 +325,13 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
         yield name, merged_weight(adapted[id(param)]) if id(param) in adapted else param.detach()
 
 
-def frozen_copy(model: torch.nn.Module) -> PreTrainedModel:
-    """The policy as it is now, as a plain transformers model in eval mode with the adapter folded in
-    (`merged_weights`): a sampler thread's own weights while the update writes the adapter. Frozen tensors
-    are shared, not copied; only the adapted layers' weights are new (what `merge_adapter` costs)."""
-    core = model.get_base_model() if isinstance(model, PeftModel) else model
-    with torch.device("meta"):
-        copy = type(core)(core.config)
-    copy.load_state_dict(dict(merged_weights(model)), strict=False, assign=True)
-    for name, buffer in core.named_buffers():  # non-persistent ones (rotary frequencies) are not in a state dict
-        owner, _, leaf = name.rpartition(".")
-        copy.get_submodule(owner)._buffers[leaf] = buffer
-    copy.tie_weights()
-    left = [n for n, t in [*copy.named_parameters(), *copy.named_buffers()] if t.is_meta]
-    if left:
-        raise ValueError(f"frozen_copy found no weights for {left[:5]}")
-    copy.generation_config = core.generation_config
-    return copy.requires_grad_(False).eval()
-
-
 @contextmanager
 def adapter_merged(model: PeftModel) -> Iterator[None]:
     """The LoRA adapter folded into the base weights for the duration: decoding then skips the
     adapter's extra matmuls (README, "Benchmarks"). Each adapted layer's
     weight is swapped for its `merged_weight` and its adapter switched off; the original weight
     tensors, never written, are put back afterwards, so the base stays bit-identical. A model without an
-    adapter (`frozen_copy`) is left as it is."""
+    adapter is left as it is."""
     from peft.tuners.lora import LoraLayer
 
     if not isinstance(model, PeftModel):

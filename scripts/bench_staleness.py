@@ -2,10 +2,10 @@
 
 Per step, from the step's own metrics: its wall time (`time/step_s`) and its period (from the end of the
 previous step's update to the end of its own: what a run of many steps pays per step, the callbacks
-between steps included) against the serial sum and against the bound an overlapped step can reach,
-max(sampling, render+score, update), where sampling is `time/sampling_s`,
-render+score is the render wait after sampling plus the scoring (`time/render_wait_s + time/scoring_s`)
-and update is `time/update_s`; each phase's busy seconds within the step's window; and the reward, so the
+between steps included) against the serial sum and against the bound a pipelined step can reach,
+max(sampling + update, render + score) (`overlap.stage_times`: sampling is `time/sampling_s`, render+score
+the render wait after sampling plus the scoring, update `time/update_s`), and the largest single stage;
+each phase's busy seconds within the step's window; and the reward, so the
 two runs' learning can be compared over the same seeds (a measurement, not a test: a few steps of one seed
 say little). The first step of each run is on-policy and pays for warm-up: the means leave it out.
 
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 
+from lit_watercolour.overlap import stage_times
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,16 +33,12 @@ class StepFigures(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         m = outputs["step"].metrics
-        render_score = m["time/render_wait_s"] + m["time/scoring_s"]
         end = m["time/at/update_end_s"]
         period = m["time/step_s"] if self.last_update_end is None else end - self.last_update_end
         self.last_update_end = end
         self.rows.append({
             "step": trainer.global_step, "staleness": m["train/staleness"], "wall_s": m["time/step_s"],
-            "period_s": period,
-            "sampling_s": m["time/sampling_s"], "render_score_s": render_score, "update_s": m["time/update_s"],
-            "serial_s": m["time/sampling_s"] + render_score + m["time/update_s"],
-            "bound_s": max(m["time/sampling_s"], render_score, m["time/update_s"]),
+            "period_s": period, **stage_times(m),
             **{k.removeprefix("time/"): m[k] for k in sorted(m) if k.startswith("time/busy/")},
             "reward": m["reward"],
         })
@@ -77,14 +75,15 @@ def main(argv=None) -> dict:
         for r in rows:
             print(json.dumps({"max_staleness": staleness, **{k: round(v, 3) for k, v in r.items()}}), flush=True)
         later = rows[1:] or rows
-        keys = ("wall_s", "period_s", "serial_s", "bound_s", "sampling_s", "render_score_s", "update_s", "reward")
+        keys = ("wall_s", "period_s", "serial_s", "pipeline_bound_s", "largest_stage_s", "sampling_s", "render_score_s",
+                "update_s", "reward")
         summary[f"max_staleness={staleness}"] = {k: mean(later, k) for k in keys}
-    print("| max_staleness | step wall s | step period s | serial sum s | max(sampling, render+score, update) s | sampling s "
-          "| render+score s | update s | reward |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| max_staleness | step wall s | step period s | serial sum s | max(sampling + update, render+score) s "
+          "| max(sampling, render+score, update) s | sampling s | render+score s | update s | reward |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, s in summary.items():
-        print(f"| {name.split('=')[1]} | {s['wall_s']} | {s['period_s']} | {s['serial_s']} | {s['bound_s']} "
-              f"| {s['sampling_s']} | {s['render_score_s']} | {s['update_s']} | {s['reward']} |")
+        print(f"| {name.split('=')[1]} | {s['wall_s']} | {s['period_s']} | {s['serial_s']} | {s['pipeline_bound_s']} "
+              f"| {s['largest_stage_s']} | {s['sampling_s']} | {s['render_score_s']} | {s['update_s']} | {s['reward']} |")
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 

@@ -25,12 +25,13 @@ so that a run cut short keeps what it finished: the set-up (WebGL renderer strin
 transformers found the optimised linear-attention kernels, start-up time); the policy once built
 (seconds to build it on the device, parameters, memory); each step as it ends (sampling and its
 tokens/s, render wait, each reward term's scoring time, update, total, each phase's busy and idle
-seconds within the step's wall window and its staleness, peak GPU memory, the decode
+seconds within the step's wall window and its staleness, its stages against the bound a pipelined step can
+reach (`stage/*`: max(sampling + update, render + score), `overlap.stage_times`), peak GPU memory, the decode
 path: `cuda-graph` when the captured step of `lit_watercolour.graph_decoding` ran, reward, gate);
 then a summary. `--max-minutes` starts no step that would end past that many minutes from launch.
 
     python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps
-    python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled during update N
+    python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled before update N, rendered and scored during it
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe  # the recipe path, CPU sizes
@@ -51,6 +52,7 @@ import lightning.pytorch as pl
 import torch
 import yaml
 
+from lit_watercolour.overlap import stage_times
 from lit_watercolour.replay import ReplaySampler
 from lit_watercolour.rewards.judge_server import JudgeServer, serving
 
@@ -89,7 +91,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
-                    help="1: sample, render and score step N+1 while step N updates (model.max_staleness)")
+                    help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
                     help="start no step that would end past this many minutes from launch (0: no limit)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
@@ -194,6 +196,7 @@ class StandIns(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         m = {k: float(v) for k, v in trainer.logged_metrics.items()}
         row = {"step": trainer.global_step, **{k: round(m[k], 3) for k in sorted(m) if k.startswith(("time/", "memory/"))},
+               **{f"stage/{k}": round(v, 3) for k, v in stage_times(m).items()},
                "decode_path": getattr(pl_module.sampler.inner, "decode_path", pl_module.sampler_backend),
                "staleness": m.get("train/staleness"), "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
@@ -245,7 +248,7 @@ def main(argv=None) -> dict:
         params = sum(p.numel() for p in cli.model.policy_model.parameters())
         trainable = sum(p.numel() for p in cli.model.policy_model.parameters() if p.requires_grad)
     steps = stand_ins.steps
-    keys = sorted({k for s in steps for k in s if k.startswith(("time/", "memory/")) and not k.startswith("time/at/")})
+    keys = sorted({k for s in steps for k in s if k.startswith(("time/", "memory/", "stage/")) and not k.startswith("time/at/")})
     later = steps[1:] or steps  # the first step pays for warm-up (kernels, allocator, the decode graph's capture)
     summary = {
         "steps": len(steps), "policy_parameters": params, "trainable_parameters": trainable,

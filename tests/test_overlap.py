@@ -1,10 +1,11 @@
 """The overlapped step (`max_staleness=1`): truncated importance weights, the timeline's busy time, the
-frozen weights a prefetch samples with, concurrent reward terms, and a real CPU run (tiny Qwen3, real
-Chromium) whose step N+1 samples before update N ends, trains on the sampler's log-probs and resumes."""
+prefetched batch's key, concurrent reward terms, and a real CPU run (tiny Qwen3, real Chromium) whose step
+N+1 samples before update N begins, trains on the sampler's log-probs and resumes."""
 
 import json
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import lightning.pytorch as pl
 import pytest
@@ -16,14 +17,14 @@ from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.callbacks.runlog import RolloutLogger
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
-from lit_watercolour.overlap import Prefetcher, Timeline, union_length
-from lit_watercolour.policy import PolicyConfig, completion_logps, frozen_copy, load_policy
+from lit_watercolour.overlap import Prefetched, Timeline, union_length
+from lit_watercolour.policy import PolicyConfig
 from lit_watercolour.records import GateResult, Rollout
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix, mix_rewards
-from lit_watercolour.sampling import HFSampler, SamplingConfig
+from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from tiny_painter import SUBJECT
 
@@ -60,48 +61,15 @@ def test_busy_time_is_the_union_of_spans_within_the_window():
     assert timeline.busy(1.0, 6.0) == {"render": 2.0, "sampling": 1.0}  # the open span counts to the window's end
 
 
-def test_prefetch_result_is_taken_only_for_its_key():
-    prefetch = Prefetcher()
-    prefetch.start("step 2", lambda x: x * 2, 21)
-    assert prefetch.take("step 2") == 42
-    prefetch.start("step 3", lambda: 1)
-    assert prefetch.take("step 4") is None and prefetch.pending is None  # a stale key is dropped, never used
-    prefetch.close()
-
-
-def test_frozen_copy_keeps_the_weights_it_was_taken_with():
-    policy, tokenizer = load_policy(PolicyConfig(model="lit_watercolour/assets/tiny_policy", dtype="float32"))
-    with torch.no_grad():
-        for n, p in policy.named_parameters():
-            if "lora_B" in n:
-                p.normal_(0, 0.05)
-    frozen = frozen_copy(policy)
-    ids = tokenizer([f"a sketch of {SUBJECT}"], return_tensors="pt").input_ids
-    completion = ids[:, -4:]
-
-    def logps(model):
-        with torch.no_grad():
-            return completion_logps(model, ids, torch.ones_like(ids), completion, torch.ones_like(completion), 1.0, 1)[0]
-
-    policy.eval()
-    before = logps(policy)
-    torch.testing.assert_close(logps(frozen), before, atol=1e-5, rtol=0)
-    # the sampler decodes the same tokens, with the same log-probs, from the copy as from the live policy
-    config = SamplingConfig(max_completion_length=24)
-    drawn = []
-    for model in (policy, frozen):
-        torch.manual_seed(0)
-        drawn.append(HFSampler(model, tokenizer, config).sample([f"a sketch of {SUBJECT}"], 2))
-    assert drawn[0].texts == drawn[1].texts
-    torch.testing.assert_close(drawn[0].logps, drawn[1].logps)
-    frozen_ptrs = {p.data_ptr() for p in policy.parameters() if not p.requires_grad}
-    assert any(p.data_ptr() in frozen_ptrs for p in frozen.parameters())  # frozen tensors shared, not copied
-    with torch.no_grad():  # what the optimizer step does to the live adapter while a prefetch samples
-        for n, p in policy.named_parameters():
-            if "lora_B" in n:
-                p.add_(0.1)
-    assert not torch.allclose(logps(policy), before)
-    torch.testing.assert_close(logps(frozen), before, atol=1e-5, rtol=0)
+def test_prefetched_batch_is_taken_only_for_its_key():
+    prefetched = Prefetched()
+    with ThreadPoolExecutor(1) as finishing:
+        prefetched.put("step 2", finishing.submit(lambda x: x * 2, 21))
+        with pytest.raises(RuntimeError):
+            prefetched.put("step 2", finishing.submit(int))  # one batch ahead, never two
+        assert prefetched.take("step 2").result() == 42
+        prefetched.put("step 3", finishing.submit(int))
+        assert prefetched.take("step 4") is None and prefetched.pending is None  # a stale key is dropped, never used
 
 
 class BarrierTerm(RewardTerm):
@@ -181,8 +149,8 @@ def test_one_step_stale_run_overlaps_trains_on_sampler_logps_and_resumes(tmp_pat
     steps = probe.steps
     assert [steps[k]["version"] for k in (1, 2, 3)] == [0, 0, 1]  # the first step on-policy, then one behind
     assert [steps[k]["metrics"]["train/staleness"] for k in (1, 2, 3)] == [0.0, 1.0, 1.0]
-    for k in (1, 2):  # step k+1 began sampling before update k ended (and even before it began)
-        assert steps[k + 1]["metrics"]["time/at/sampling_start_s"] < steps[k]["metrics"]["time/at/update_start_s"]
+    for k in (1, 2):  # step k+1 was sampled before update k began: the policy is never used by both at once
+        assert steps[k + 1]["metrics"]["time/at/sampling_end_s"] <= steps[k]["metrics"]["time/at/update_start_s"]
         assert steps[k + 1]["metrics"]["time/at/sampling_end_s"] > steps[k]["metrics"]["time/at/sampling_end_s"]
     # the on-policy step has no old policy (ratio 1); stale steps use the sampler's own log-probs
     assert old_logps[0] is None and steps[1]["metrics"]["ratio/mean"] == 1.0

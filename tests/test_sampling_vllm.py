@@ -373,10 +373,14 @@ def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy
 
 @real_vllm
 @pytest.mark.timeout(1200)
-def test_fit_with_the_vllm_sampler(tmp_path):
+@pytest.mark.parametrize("max_staleness", [0, 1])
+def test_fit_with_the_vllm_sampler(tmp_path, max_staleness):
+    """Each step syncs the adapter; with staleness 1 step 2's batch was sampled (before update 1) by the
+    engine still holding the first weights, and the update reads the trainer's log-probs taken then."""
     run_dir = tmp_path / "run"
     engine = json.dumps(ENGINE_KWARGS)
     args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
+            "--model.max_staleness", str(max_staleness),
             "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "64",
             "--model.grpo_config.num_generations", "4", "--model.grpo_config.micro_batch_size", "4",
             "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir), "--model.policy.model", str(POLICY),
@@ -387,10 +391,12 @@ def test_fit_with_the_vllm_sampler(tmp_path):
     assert fit.returncode == 0, fit.stderr[-3000:]
     rows = list(csv.DictReader((run_dir / "default" / "version_0" / "metrics.csv").open()))
     assert len(rows) == 2
-    for row in rows:
-        assert float(row["completions/mean_length"]) > 0 and 0.0 <= float(row["reward"]) <= 1.0
+    assert [float(row["train/staleness"]) for row in rows] == [0.0, float(max_staleness)]
+    for row in rows[:1 + (1 - max_staleness)]:  # batches the live weights sampled
         # top_p 0.95: vLLM's nucleus log-probs sit above the trainer's by at most -ln 0.95
         assert 0.0 < float(row["sampling/logp_diff_mean"]) < 0.0513
+    for row in rows:
+        assert float(row["completions/mean_length"]) > 0 and 0.0 <= float(row["reward"]) <= 1.0
     assert sorted(p.name for p in (tmp_path / "adapters").iterdir()) == ["policy-2", "policy-3"]  # synced each step
 
 

@@ -8,7 +8,6 @@ second forward over the batch, run only for a sampler built with `need_logps`.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -152,9 +151,8 @@ class HFSampler:
 
 @contextmanager
 def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op thread count set to `n` for the duration (0: left as it is). Only on the main thread:
-    the count is process-wide, and a sampler on a prefetch thread (max_staleness 1) decodes beside the update."""
-    if n <= 0 or threading.current_thread() is not threading.main_thread():
+    """torch's intra-op thread count set to `n` for the duration (0: left as it is; the count is process-wide)."""
+    if n <= 0:
         yield
         return
     before = torch.get_num_threads()
