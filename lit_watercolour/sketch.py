@@ -168,8 +168,9 @@ def _pattern_names(node) -> list:
 
 
 def _enclosing(node, kinds: frozenset):
+    """The nearest ancestor of one of `kinds`, else the root (an ERROR node where recovery failed)."""
     node = node.parent
-    while node is not None and node.type not in kinds and node.type != "program":
+    while node.parent is not None and node.type not in kinds:
         node = node.parent
     return node
 
@@ -204,7 +205,7 @@ def analyse(code: str) -> Facts:
 
     def declare(scope, ident) -> None:
         binding_ids.add(ident.id)
-        if scope.type == "program" and text(ident) == _BRUSH:
+        if scope.parent is None and text(ident) == _BRUSH:
             return  # redeclaring the page's brush at the top level is the browser's SyntaxError, not a local
         scopes.setdefault(scope.id, set()).add(text(ident))
 

@@ -238,3 +238,39 @@ def test_same_code_and_seed_paint_the_same_picture(render_pool):
         a, b = (np.asarray(Image.open(io.BytesIO(r.png)).convert("RGB"), dtype=np.int16) for r in (first, second))
         differing = int((np.abs(a - b).max(axis=2) > 0).sum())
         assert differing <= 64, (name, differing)
+
+
+# A sampled sketch can be any text: a header repeated mid-call, a cut at any character, a bracket
+# dropped. tree-sitter recovers with ERROR nodes (even at the root); the gate must still answer.
+MALFORMED_SEED = (
+    "function setup() {\n  createCanvas(512, 512,function setup() {\n  noLoop();\n"
+    "function draw() {\n  background(250);\n  brush.circle(256, 256, 120);\n}\n"
+)
+
+
+def malformed_variants() -> list[str]:
+    hostile = Path(__file__).resolve().parent / "hostile"
+    sources = [MALFORMED_SEED, GOOD, *legit_corpus().values(), *(p.read_text() for p in sorted(hostile.glob("*.js")))]
+    variants = []
+    for source in sources:
+        variants += [source[:cut] for cut in range(0, len(source), max(1, len(source) // 23))]
+        variants += [source.replace(bracket, "", 1) for bracket in "{}()[]`\"'/"]
+        variants += [source.replace("{", "{ function setup() {", 1), source.replace(")", ", (", 1), source[::-1]]
+    return variants
+
+
+def test_static_gate_answers_every_malformed_sketch():
+    variants = malformed_variants()
+    assert len(variants) > 1000
+    for code in variants:
+        verdict = static_gate(code)
+        assert verdict is None or verdict.reason in REASONS, (verdict, code)
+    assert static_gate(MALFORMED_SEED) is not None  # unbalanced: truncated, never rendered
+
+
+def test_malformed_sketch_fails_with_its_reason_and_the_pool_goes_on(render_pool):
+    broken = GOOD.replace("{", "{ createCanvas(512, 512,", 1)  # balanced, but the browser cannot parse it
+    results = render_pool.render_many([broken, GOOD], [0, 0])
+    verdicts = [static_gate(code) or gate(code, result) for code, result in zip([broken, GOOD], results)]
+    assert not verdicts[0].passed and verdicts[0].reason in REASONS and verdicts[0].reason != "ok", verdicts[0]
+    assert verdicts[1].passed, verdicts[1]
