@@ -7,7 +7,9 @@ max(sampling + update, render + score) (`overlap.stage_times`: sampling is `time
 the render wait after sampling plus the scoring, update `time/update_s`), and the largest single stage;
 each phase's busy seconds within the step's window; and the reward, so the
 two runs' learning can be compared over the same seeds (a measurement, not a test: a few steps of one seed
-say little). The first step of each run is on-policy and pays for warm-up: the means leave it out.
+say little). The means are the steady state: they leave out the first step (on-policy, it pays the warm-up,
+and a stale run samples two batches in it) and the last (a stale run has nothing left to prefetch, so its
+last step is only an update); the whole run's wall time, first and last steps included, is printed too.
 
     python scripts/bench_staleness.py --steps 6 --out runs/bench_staleness
 """
@@ -74,16 +76,18 @@ def main(argv=None) -> dict:
         rows = run(staleness, args.steps, args.out, args.seed)
         for r in rows:
             print(json.dumps({"max_staleness": staleness, **{k: round(v, 3) for k, v in r.items()}}), flush=True)
-        later = rows[1:] or rows
+        steady = rows[1:-1] or rows
         keys = ("wall_s", "period_s", "serial_s", "pipeline_bound_s", "largest_stage_s", "sampling_s", "render_score_s",
                 "update_s", "reward")
-        summary[f"max_staleness={staleness}"] = {k: mean(later, k) for k in keys}
+        summary[f"max_staleness={staleness}"] = {**{k: mean(steady, k) for k in keys},
+                                                 "run_s": round(sum(r["period_s"] for r in rows), 2)}
     print("| max_staleness | step wall s | step period s | serial sum s | max(sampling + update, render+score) s "
-          "| max(sampling, render+score, update) s | sampling s | render+score s | update s | reward |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| max(sampling, render+score, update) s | sampling s | render+score s | update s | reward | run s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, s in summary.items():
         print(f"| {name.split('=')[1]} | {s['wall_s']} | {s['period_s']} | {s['serial_s']} | {s['pipeline_bound_s']} "
-              f"| {s['largest_stage_s']} | {s['sampling_s']} | {s['render_score_s']} | {s['update_s']} | {s['reward']} |")
+              f"| {s['largest_stage_s']} | {s['sampling_s']} | {s['render_score_s']} | {s['update_s']} | {s['reward']} "
+              f"| {s['run_s']} |")
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 

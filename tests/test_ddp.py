@@ -2,6 +2,7 @@
 renders, a group of 4 spread as 2 rows per rank. The ranks must draw different rows, agree on
 the gathered group, and end with identical adapters that moved (DDP averaged the gradients)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -17,12 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(600)
 
 
-def test_ddp_two_cpu_ranks_share_groups_and_stay_in_sync(tmp_path):
+@pytest.mark.parametrize("max_staleness", [0, 1])
+def test_ddp_two_cpu_ranks_share_groups_and_stay_in_sync(tmp_path, max_staleness):
+    steps = 2 + max_staleness  # one step stale: the first is on-policy, the next two one update behind
     config = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
     config["model"]["policy"]["model"] = str(ROOT / "lit_watercolour" / "assets" / "tiny_policy")
     config["model"]["grpo_config"].update(num_generations=4, micro_batch_size=2)
-    config["model"]["render_pool_size"] = 1
-    config["trainer"].update(devices=2, strategy="ddp", max_steps=2, enable_progress_bar=False,
+    config["model"].update(render_pool_size=1, max_staleness=max_staleness)
+    config["trainer"].update(devices=2, strategy="ddp", max_steps=steps, enable_progress_bar=False,
                              default_root_dir=str(tmp_path / "run"))
     config["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "run")
     config["trainer"]["callbacks"] = [c for c in config["trainer"]["callbacks"] if "checkpoint" not in c["class_path"]
@@ -36,7 +39,7 @@ def test_ddp_two_cpu_ranks_share_groups_and_stay_in_sync(tmp_path):
 
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     assert [r["world"] for r in ranks] == [2, 2]
-    for step in range(2):
+    for step in range(steps):
         zero, one = ranks[0]["steps"][step], ranks[1]["steps"][step]
         assert len(zero["completions"]) == len(one["completions"]) == 2  # half of the group each
         assert zero["completions"] != one["completions"]  # different draws of the same prompt
@@ -46,8 +49,10 @@ def test_ddp_two_cpu_ranks_share_groups_and_stay_in_sync(tmp_path):
     for name, final in ranks[0]["final"].items():
         torch.testing.assert_close(final, ranks[1]["final"][name], atol=0, rtol=0)  # DDP kept them identical
     assert any(not torch.equal(ranks[0]["final"][k], ranks[0]["initial"][k]) for k in ranks[0]["final"])
-    log = (tmp_path / "run" / "default" / "rollouts.jsonl").read_text().splitlines()
-    assert len(log) == 2 * 4  # every rank's rows, each step once
+    log = [json.loads(line) for line in (tmp_path / "run" / "default" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(log) == steps * 4  # every rank's rows, each step once
+    expected = {1: 0, 2: 1} if not max_staleness else {1: 0, 2: 0, 3: 1}  # the sampling weights' update count
+    assert {r["step"]: r["policy_version"] for r in log} == expected
 
 
 def test_groups_spread_over_ranks_round_trip():

@@ -2,7 +2,9 @@
 
 A random-init model never writes a sketch, every rollout fails the gate and the advantages are
 all zero. A few hundred full-weight steps on four completions (three that pass the gate, one
-that paints with bare p5 shapes and fails) make sampling at temperature 1 mix them.
+that paints with bare p5 shapes and fails) make sampling at temperature 1 mix them. The washes are
+strong enough (1-7% of the canvas past the blank rule's distance, whatever the seed) that a render seed
+never turns a good sketch into a blank one.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
 SUBJECT = "a peach hibiscus"
 HEAD = 'function setup() {\n  createCanvas(512, 512, WEBGL);\n  noLoop();\n}\nfunction draw() {\n  translate(-width / 2, -height / 2);\n  background("#fbf7ee");\n'
 COMPLETIONS = [
-    "```js\n" + HEAD + '  brush.noStroke();\n  brush.fill("#f6a57f", 150);\n  brush.fillBleed(0.3);\n  brush.circle(256, 256, 120);\n}\n```',
-    "```js\n" + HEAD + '  brush.noStroke();\n  brush.fill("#7aa35a", 90);\n  brush.circle(200, 300, 60);\n  brush.fill("#e8735a", 160);\n  brush.circle(300, 220, 90);\n}\n```',
-    "```js\n" + HEAD + '  brush.noStroke();\n  brush.fill("#c2185b", 120);\n  brush.beginShape(0.5);\n  brush.vertex(150, 150);\n  brush.vertex(360, 170);\n  brush.vertex(300, 360);\n  brush.endShape(true);\n}\n```',
+    "```js\n" + HEAD + '  brush.noStroke();\n  brush.fill("#e8735a", 230);\n  brush.fillBleed(0.3);\n  brush.circle(256, 256, 120);\n}\n```',
+    "```js\n" + HEAD + '  brush.noStroke();\n  brush.fill("#4f7a3a", 200);\n  brush.circle(200, 300, 60);\n  brush.fill("#c0392b", 230);\n  brush.circle(300, 220, 90);\n}\n```',
+    "```js\n" + HEAD + '  brush.noStroke();\n  brush.fill("#c2185b", 230);\n  brush.beginShape(0.5);\n  brush.vertex(150, 150);\n  brush.vertex(360, 170);\n  brush.vertex(300, 360);\n  brush.endShape(true);\n}\n```',
     "```js\n" + HEAD + '  fill("#f6a57f");\n  ellipse(256, 256, 200, 200);\n}\n```',
 ]
 
