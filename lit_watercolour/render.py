@@ -99,8 +99,9 @@ COMMON_ARGS: tuple[str, ...] = (
     "--mute-audio",
     "--js-flags=--max-old-space-size=1024",
 )
-# SwiftShader must be opted into since Chrome 139.
-SWIFTSHADER_ARGS: tuple[str, ...] = ("--use-angle=swiftshader", "--enable-unsafe-swiftshader")
+# SwiftShader must be opted into since Chrome 139. Captures are read off the canvas, never composited:
+# software compositing spares SwiftShader's GPU process ~40% of its CPU a render (README, "Rendering").
+SWIFTSHADER_ARGS: tuple[str, ...] = ("--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-compositing")
 # ANGLE on Vulkan: what renders on an H200 node's GPU (../shared/tools/gpu-chromium/README.md).
 GPU_ARGS: tuple[str, ...] = (
     "--use-angle=vulkan", "--enable-features=Vulkan", "--disable-vulkan-surface", "--enable-gpu", "--ignore-gpu-blocklist",
