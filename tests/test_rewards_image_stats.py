@@ -95,3 +95,19 @@ def test_clean_colour_penalises_mud_not_light_tints_or_greens(scorer):
     pool = ReferencePool.load()
     tier = {t: np.mean([scorer.parts(r.png)["clean"] for r in pool.by_tier[t]]) for t in pool.tiers}
     assert tier["love"] > tier["okay"]
+
+
+def test_pool_scale_puts_an_empty_sheet_at_zero_and_the_pools_best_at_one(scorer):
+    """On the pool's scale a gate failure (0) and an empty sheet are worth the same, and the spread of
+    passing sketches is stretched by 1 / (best - empty) over the raw mean of the parts."""
+    from lit_watercolour.rewards.image_stats import empty_sheet, mean_of
+
+    pool = ReferencePool.load()
+    refs = [r.png for t in ("love", "okay") for r in pool.by_tier[t]]
+    scaled = scorer.score(as_rollouts([empty_sheet(), *refs]))
+    raw = ImageStatsScorer(pool_scale=False).score(as_rollouts([empty_sheet(), *refs]))
+    assert scaled[0].item() == 0.0 and scaled[1:].max().item() == pytest.approx(1.0)
+    assert raw[1:].max().item() == pytest.approx(scorer.one) and raw[0].item() == pytest.approx(scorer.zero)
+    assert raw[0].item() == pytest.approx(mean_of(scorer.parts(empty_sheet()))) and raw[0].item() > 0.3
+    stretch = 1 / (scorer.one - scorer.zero)
+    assert scaled[1:].std().item() == pytest.approx(raw[1:].std().item() * stretch, rel=1e-4)

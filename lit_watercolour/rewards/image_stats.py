@@ -11,7 +11,10 @@ things watercolours tend to have and that a p5.brush sketch can get visibly wron
     dark value (what overworked, over-mixed washes turn into); light tints and muted greens are clean;
   - style distance: closeness of those statistics to the reference pool's.
 Every part is a smooth function of the pixels (soft masks, sigmoids, Gaussians, no thresholds
-with plateaus), so renders in a GRPO group get different scores.
+with plateaus), so renders in a GRPO group get different scores. The score is the mean of the parts on
+the pool's scale: 0 for an empty sheet, 1 for the pool's best reference (clipped to [0, 1]). The raw
+mean gives an empty sheet ~0.4 and the shipped policy's sketches 0.6-0.75, so a gate failure (0) would
+sit far below every passing sketch and drown the differences GRPO can learn from (README).
 
 What it is not: a judgement of taste or beauty. It can be gamed by any image with the right
 statistics; use the judge and HPSv3 for real training.
@@ -98,6 +101,17 @@ def image_stats(png: bytes) -> dict[str, float]:
     }
 
 
+def mean_of(parts: dict[str, float]) -> float:
+    return float(np.mean(list(parts.values())))
+
+
+def empty_sheet() -> bytes:
+    """A render of nothing: paper only (any light tint scores the same: the paper is measured, not assumed)."""
+    buf = io.BytesIO()
+    Image.new("RGB", (SIZE, SIZE), "#fbf7ee").save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def paper_score(coverage: float, low: float = 0.05, high: float = 0.6, softness: float = 0.03) -> float:
     """~1 with coverage inside [low, high], falling smoothly outside."""
     return float(_sigmoid((coverage - low) / softness) * _sigmoid((high - coverage) / softness))
@@ -116,14 +130,20 @@ class ImageStatsScorer(RewardTerm):
     streams = True  # per render, so each render is scored as it arrives
 
     def __init__(self, weight: float = 0.90, pool: str = str(SHIPPED_POOL), pool_tiers: list[str] | None = None,
-                 coverage_low: float = 0.05, coverage_high: float = 0.6, min_style_std: float = 0.05) -> None:
+                 coverage_low: float = 0.05, coverage_high: float = 0.6, min_style_std: float = 0.05,
+                 pool_scale: bool = True) -> None:
         super().__init__(weight)
         self.coverage_low, self.coverage_high = coverage_low, coverage_high
         refs = ReferencePool.load(pool)
         tiers = pool_tiers or [t for t in ("love", "okay") if t in refs.by_tier] or refs.tiers
-        stats = np.array([[image_stats(r.png)[f] for f in FEATURES] for t in tiers for r in refs.by_tier.get(t, [])])
+        chosen = [r for t in tiers for r in refs.by_tier.get(t, [])]
+        stats = np.array([[image_stats(r.png)[f] for f in FEATURES] for r in chosen])
         self.style_mean = stats.mean(0)
         self.style_std = np.maximum(stats.std(0), min_style_std)  # a tiny pool must not make style a spike
+        self.zero, self.one = 0.0, 1.0  # pool_scale False: the raw mean of the parts
+        if pool_scale:
+            self.zero = mean_of(self.parts(empty_sheet()))
+            self.one = max(mean_of(self.parts(r.png)) for r in chosen)
 
     def parts(self, png: bytes) -> dict[str, float]:
         s = image_stats(png)
@@ -136,6 +156,10 @@ class ImageStatsScorer(RewardTerm):
             "style": style_score(s, self.style_mean, self.style_std),
         }
 
+    def on_scale(self, parts: dict[str, float]) -> float:
+        """The score of a render's parts: their mean, 0 at an empty sheet, 1 at the pool's best (clipped)."""
+        return float(np.clip((mean_of(parts) - self.zero) / (self.one - self.zero), 0.0, 1.0))
+
     def score_row(self, rollout: Rollout) -> tuple[dict[str, float] | None, float]:
         """The parts of one render (None: nothing rendered) and the seconds they took."""
         t0 = time.perf_counter()
@@ -144,7 +168,7 @@ class ImageStatsScorer(RewardTerm):
 
     def combine(self, rows: list[tuple[dict[str, float] | None, float]]) -> torch.Tensor:
         parts = [p for p, _ in rows]
-        scores = torch.tensor([np.mean(list(p.values())) if p else float("nan") for p in parts], dtype=torch.float32)
+        scores = torch.tensor([self.on_scale(p) if p else float("nan") for p in parts], dtype=torch.float32)
         self.last_metrics = summary_metrics(scores)
         done = [p for p in parts if p]
         for part in PARTS:
