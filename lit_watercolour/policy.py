@@ -23,6 +23,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from torch.utils.checkpoint import create_selective_checkpoint_contexts
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel
 
+from lit_watercolour.experts import use_frozen_experts
 from lit_watercolour.grpo import linear_logps_and_entropy
 from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
 
@@ -45,6 +46,7 @@ class PolicyConfig:
     checkpoint_keep: CheckpointKeep = "inputs"
     fused_lora: bool = True  # each LoRA linear as one autograd node (`fuse_lora_linears`); False: peft's forward
     compile_layers: bool = False  # torch.compile each decoder layer (fuses norms, RoPE, SwiGLU; minutes to compile)
+    frozen_experts: bool = True  # MoE experts as one autograd node with no weight gradients (`experts.py`); False: transformers'
     quantization: Literal["none", "4bit", "8bit"] = "none"  # bitsandbytes base weights (QLoRA)
     lora_r: int = 16
     lora_alpha: int = 32
@@ -103,6 +105,8 @@ def load_policy(cfg: PolicyConfig) -> tuple[PeftModel, object]:
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg, tokenizer)
     use_attention_backend(model, cfg.attention_backend)
+    if cfg.frozen_experts:
+        use_frozen_experts(model)
     if cfg.quantization != "none":
         from peft import prepare_model_for_kbit_training
 

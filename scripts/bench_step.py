@@ -180,6 +180,7 @@ class Variant:
     ckpt: int = 1  # ours: gradient checkpointing (0: keep every activation, no recomputation)
     keep: str = PolicyConfig.checkpoint_keep  # ours: what a checkpointed layer keeps (inputs, attention, attention+out_proj)
     fused: int = int(PolicyConfig.fused_lora)  # ours: LoRA linears as one autograd node (`policy.fuse_lora_linears`)
+    experts: int = int(PolicyConfig.frozen_experts)  # ours: MoE experts as one autograd node (`experts.py`); 0: transformers'
     liger: int = 0  # trl: use_liger_kernel (Liger's Triton RMSNorm, RoPE, SwiGLU; needs liger-kernel)
     profile: int = 0  # either: print the top N kernels of one more step (--profile N does it for every run)
 
@@ -278,8 +279,8 @@ def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, fl
 
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
     cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(v.ckpt), checkpoint_keep=v.keep,
-                       fused_lora=bool(v.fused), compile_layers=bool(v.compile), attention_backend=v.sdpa,
-                       lora_r=args.lora_r, lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
+                       fused_lora=bool(v.fused), frozen_experts=bool(v.experts), compile_layers=bool(v.compile),
+                       attention_backend=v.sdpa, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
     model, tokenizer = load_policy(cfg)
     model.to(device)
     G, mb = args.num_generations, v.mb or args.micro_batch_size
@@ -472,7 +473,7 @@ def main() -> None:
     ap.add_argument("--impls", nargs="+", type=Variant.parse, default=[Variant("lit_watercolour")],
                     metavar="IMPL[:KEY=VALUE,...]",
                     help="run in this order; lit_watercolour or trl (one GRPOTrainer run, same settings), with "
-                         "knobs mb, sdpa, autocast, compile, ckpt, keep, fused (ours), liger (trl), profile (both); see Variant")
+                         "knobs mb, sdpa, autocast, compile, ckpt, keep, fused, experts (ours), liger (trl), profile (both); see Variant")
     ap.add_argument("--repeats", type=int, default=3, help="timed steps after one warm-up step")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak, for MFU")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the top N kernels of one more step")

@@ -73,6 +73,19 @@ def test_bench_grpo_logps_agree_on_the_loss_and_gradient():
         assert r["max_abs_logps_diff"] < 1e-5
 
 
+@pytest.mark.timeout(120)
+def test_bench_experts_agree_with_transformers():
+    """The experts-layer micro-benchmark: ours and transformers' grouped_mm give one output and input gradient."""
+    cmd = [sys.executable, str(SCRIPT.parent / "bench_experts.py"), "--device", "cpu", "--dtype", "float32", "--tokens", "64",
+           "--hidden", "32", "--experts", "8", "--top-k", "2", "--intermediate", "16", "--repeats", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=110)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    assert [r["impl"] for r in rows] == ["transformers_grouped_mm", "frozen_grouped_mm"]
+    for r in rows:
+        assert r["fwd_bwd_s"] > 0 and r["max_rel_diff_output"] < 1e-5 and r["max_rel_diff_input_grad"] < 1e-5
+
+
 def test_update_flops_count_matmuls_and_causal_attention():
     """Qwen3-4B shapes at 8 x 8222 tokens: 4 x tokens x 4.02e9 matmul weights + 6 T^2 heads*head_dim per layer."""
     sys.path.insert(0, str(SCRIPT.parent))
