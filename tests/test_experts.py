@@ -82,3 +82,19 @@ def test_policy_loss_and_adapter_gradients_match_transformers_experts(tmp_path_f
     assert any(g.abs().sum() > 0 for n, g in grads_ours.items() if "mlp" in n)
     for n in grads_theirs:
         torch.testing.assert_close(grads_ours[n], grads_theirs[n], rtol=1e-4, atol=1e-6, msg=n)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_compiles_in_one_graph_and_falls_back_where_grouped_mm_cannot(dtype, tol):
+    """bf16 traces our node whole; compiled float32, which torch's grouped_mm rejects, takes transformers' fallback."""
+    experts = experts_module(dtype)
+    compiled = torch.compile(frozen_grouped_mm_experts_forward, backend="aot_eager", fullgraph=True)
+    results = []
+    for forward in (grouped_mm_experts_forward, compiled):
+        hidden, index, weights = routed(40, 8, 3, dtype)
+        out = forward(experts, hidden, index, weights)
+        out.float().square().sum().backward()
+        results.append((out, hidden.grad, weights.grad))
+    for ours, theirs in zip(results[1], results[0]):
+        scale = theirs.float().abs().max()
+        assert scale > 0 and (ours.float() - theirs.float()).abs().max() <= tol * scale
