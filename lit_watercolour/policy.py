@@ -45,7 +45,7 @@ class PolicyConfig:
     # "attention": the attention kernel's output; "attention+out_proj": also the o_proj and down_proj matmuls
     checkpoint_keep: CheckpointKeep = "inputs"
     fused_lora: bool = True  # each LoRA linear as one autograd node (`fuse_lora_linears`); False: peft's forward
-    compile_layers: bool = False  # torch.compile each decoder layer (fuses norms, RoPE, SwiGLU; minutes to compile)
+    compile_layers: bool = False  # torch.compile each decoder layer (fuses norms, RoPE, SwiGLU; minutes to compile; dense models)
     frozen_experts: bool = True  # MoE experts as one autograd node with no weight gradients (`experts.py`); False: transformers'
     quantization: Literal["none", "4bit", "8bit"] = "none"  # bitsandbytes base weights (QLoRA)
     lora_r: int = 16
