@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="render seed (the harness's Math.random)")
     args = ap.parse_args(argv)
 
-    from lit_watercolour.render import ThreadedRenderPool
+    from lit_watercolour.sandbox import ThreadedRenderPool
 
     if args.rerender:
         jobs = rerender_jobs(args.rerender, args.revision)

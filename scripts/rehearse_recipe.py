@@ -127,16 +127,16 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     return cfg
 
 
-def webgl_renderer(render_kwargs: dict) -> str:
+def webgl_renderer(render: dict) -> str:
     """The WebGL renderer string a page of the pool's browser gets (SwiftShader or the GPU)."""
     from playwright.async_api import async_playwright
 
-    from lit_watercolour.render import LAUNCH_ARGS, chromium_executable
+    from lit_watercolour.sandbox.browser import LAUNCH_ARGS, chromium_executable
 
     async def probe() -> str:
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=chromium_executable(render_kwargs.get("executable_path")),
-                                              args=list(render_kwargs.get("launch_args", LAUNCH_ARGS)))
+            browser = await p.chromium.launch(executable_path=chromium_executable(render.get("executable_path")),
+                                              args=list(render.get("launch_args") or LAUNCH_ARGS))
             page = await browser.new_page()
             text = await page.evaluate("""() => {
                 const gl = document.createElement('canvas').getContext('webgl');
@@ -235,7 +235,7 @@ def main(argv=None) -> dict:
                 term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
         stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report)
         cli.trainer.callbacks.append(stand_ins)
-        renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
+        renderer = webgl_renderer(cfg["model"].get("render") or {})
         policy = cfg["model"]["policy"]
         report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
                 "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_watercolour.render import ThreadedRenderPool
+from lit_watercolour.sandbox import ThreadedRenderPool
 from tiny_painter import save_tiny_painter
 
 SKETCH_DIR = Path(__file__).resolve().parent.parent / "renderer" / "sketches"
