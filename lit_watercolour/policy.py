@@ -25,7 +25,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 
 from lit_watercolour.experts import use_frozen_experts
 from lit_watercolour.grpo import linear_logps_and_entropy
-from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 CheckpointKeep = Literal["inputs", "attention", "attention+out_proj"]

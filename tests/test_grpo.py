@@ -40,7 +40,7 @@ from lit_watercolour.grpo import (
     linear_logps_and_entropy,
 )
 from lit_watercolour.policy import _fused_lora_forward, completion_logps, fuse_lora_linears
-from lit_watercolour.tiny_models import build_tiny_model
+from lit_watercolour.offline.tiny_models import build_tiny_model
 
 NAN = float("nan")
 G = 4  # num_generations
