@@ -64,7 +64,7 @@ from lit_watercolour.policy import (
     model_class,
 )
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
-from lit_watercolour.tiny_models import tiny_config, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import tiny_config, tiny_tokenizer
 
 QWEN3_VOCAB = 151936
 # Qwen3 dense shapes from the public model cards / configs; the MoE one is a small stand-in, not a release

@@ -9,7 +9,7 @@ orders, lr 5e-5 after warm-up, scale_rewards none), except what cannot exist off
     or the real Qwen3.5-35B-A3B shapes (`--policy-shapes recipe`, ~35B parameters);
   - its text: a random-init policy writes no sketches, so **the policy samples its full length
     (`min_new_tokens` = the completion length; those tokens and their log-probs are what the update
-    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.replay`, the
+    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.offline.replay`, the
     600x600 skeleton, three qualities) stands in for its text**: that is what is rendered and scored;
   - judge: a small random-init Qwen3-VL-MoE (the Qwen3-VL-30B-A3B architecture) served by an
     OpenAI-compatible HTTP server on 127.0.0.1 that this script starts; the recipe's `OpenAIJudge`
@@ -53,8 +53,8 @@ import torch
 import yaml
 
 from lit_watercolour.overlap import stage_times
-from lit_watercolour.replay import ReplaySampler
-from lit_watercolour.rewards.judge_server import JudgeServer, serving
+from lit_watercolour.offline.replay import ReplaySampler
+from lit_watercolour.offline.judge_server import JudgeServer, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 LINES_FILE = "rehearsal.jsonl"
@@ -217,7 +217,8 @@ def main(argv=None) -> dict:
     from lit_watercolour.__main__ import WatercolourCLI
     from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
     from lit_watercolour.rewards.transformers_judge import TransformersJudge
-    from lit_watercolour.tiny_models import tiny_hpsv3, tiny_qwen3_vl
+    from lit_watercolour.offline.tiny_models import tiny_qwen3_vl
+    from lit_watercolour.offline.tiny_scorers import tiny_hpsv3
 
     t0 = time.perf_counter()
     report = Report(args.out / LINES_FILE)

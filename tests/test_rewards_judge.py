@@ -13,7 +13,7 @@ from lit_watercolour.records import RenderResult, Rollout
 from lit_watercolour.rewards.judge import PairwiseJudge, fit_image, parse_winner, reference_score
 from lit_watercolour.rewards.openai_judge import OpenAIJudge, retry_after_s
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
-from lit_watercolour.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
 
 
 def blot(n: int, size: int = 96) -> bytes:
