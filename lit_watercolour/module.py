@@ -54,7 +54,7 @@ from torch import Tensor
 from lit_watercolour import grpo
 from lit_watercolour.data import Prompt, group_seed
 from lit_watercolour.overlap import Prefetched, Timeline, busy_idle_metrics
-from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict
+from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict, update_defaults
 from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
@@ -131,7 +131,10 @@ class GRPOModule(pl.LightningModule):
             if self.cpu_threads > 0:
                 # a tiny model's kernels are too small to split: extra threads only fight the renderer
                 torch.set_num_threads(self.cpu_threads)
-            self.policy_model, self.tokenizer = load_policy(self.policy_config)
+            device = self.trainer.strategy.root_device.type if self._trainer is not None else None
+            self.policy_model, self.tokenizer = load_policy(self.policy_config, device)
+            settings = update_defaults(self.policy_config, self.policy_model, device, self.grpo_config.micro_batch_size)
+            pl.utilities.rank_zero_info(f"update settings: {settings}")
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
         if self.sampler is None:  # built again after a teardown closed it
             self.sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, self.sampler_backend,

@@ -22,6 +22,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
+from lit_watercolour.kernels.compile import compile_decoder_layers
+from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resolve_update_defaults
 from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
@@ -32,28 +34,62 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 
 @dataclass
 class PolicyConfig:
-    model: str = "Qwen/Qwen3.5-35B-A3B"  # a Hub id or a local transformers folder
-    tiny: str | None = None  # build a tiny random-init model of this architecture instead (CPU runs)
-    tiny_config: dict = field(default_factory=dict)  # sizes for `tiny`, e.g. {hidden_size: 64}
+    model: str = "Qwen/Qwen3.5-35B-A3B"
+    """A Hub id or a local transformers folder."""
+    tiny: str | None = None
+    """Build a tiny random-init model of this architecture instead (CPU runs, tests)."""
+    tiny_config: dict = field(default_factory=dict)
+    """Sizes for `tiny`, e.g. {hidden_size: 64}."""
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
-    attn_implementation: str | None = None  # e.g. "sdpa", "flash_attention_2"; None: transformers' choice
-    attention_backend: AttentionBackend = "default"  # sdpa's kernel tried first (the others stay fallbacks); default: torch's order
+    """The base weights' dtype (the adapter trains in float32 either way)."""
+    attn_implementation: str | None = None
+    """e.g. "sdpa", "flash_attention_2"; None: transformers' choice."""
+    attention_backend: AttentionBackend = "default"
+    """sdpa's kernel tried first (the others stay fallbacks). "default": torch's own order, which already
+    picks FlashAttention or cuDNN where they run; no other order has been measured faster on every model,
+    so none is the default."""
     gradient_checkpointing: bool = True
-    # what each checkpointed decoder layer keeps besides its input, so backward need not recompute it:
-    # "attention": the attention kernel's output; "attention+out_proj": also the o_proj and down_proj matmuls
-    checkpoint_keep: CheckpointKeep = "inputs"
-    fused_lora: bool = True  # each LoRA linear as one autograd node (`fuse_lora_linears`); False: peft's forward
-    compile_layers: bool = False  # torch.compile each decoder layer (fuses norms, RoPE, SwiGLU; minutes to compile; dense models)
-    frozen_experts: bool = True  # MoE experts as one autograd node with no weight gradients (`experts.py`); False: transformers'
-    quantization: Literal["none", "4bit", "8bit"] = "none"  # bitsandbytes base weights (QLoRA)
+    """Recompute each decoder layer in backward instead of keeping its activations."""
+    checkpoint_keep: CheckpointKeep | Literal["auto"] = "auto"
+    """What each checkpointed decoder layer keeps besides its input, so backward need not recompute it:
+    "inputs" nothing more; "attention" the attention kernel's output; "attention+out_proj" also the o_proj
+    and down_proj matmuls. "auto": the measured best for the model's family and device
+    (`lit_watercolour.kernels.defaults`)."""
+    fused_lora: bool = True
+    """Each LoRA linear as one autograd node (`kernels.lora`); False: peft's forward."""
+    compile_layers: bool | Literal["auto"] = "auto"
+    """torch.compile the decoder layers (regional: one layer's graph serves all; fuses norms, RoPE, SwiGLU)
+    for the update's forward and recomputation; sampling stays eager. "auto": on for dense models on CUDA,
+    off on CPUs (a toolchain and minutes of warm-up a small model never wins back) and for the Gated
+    DeltaNet / MoE families (not measured to pay there; compiled on request, the linear-attention kernels
+    then stay eager inside the compiled layers)."""
+    compile_budget_s: float = 300.0
+    """Seconds of compilation the decoder layers may take; past them, or where compiling fails, they run
+    eagerly (one warning). The update logs the seconds compiled in each step as `time/compile_s`."""
+    compile_cache_dir: str | None = None
+    """Inductor's cache, kept between runs; None: $TORCHINDUCTOR_CACHE_DIR, else
+    ~/.cache/lit_watercolour/torch_compile."""
+    frozen_experts: bool = True
+    """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
+    quantization: Literal["none", "4bit", "8bit"] = "none"
+    """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
+    Linear layers only: fused 3-D MoE expert weights stay in `dtype`."""
     lora_r: int = 16
+    """The adapter's rank."""
     lora_alpha: int = 32
+    """The adapter's scale numerator (scaling = lora_alpha / lora_r)."""
     lora_dropout: float = 0.0
+    """Dropout on the adapter's input (0: the fused LoRA linear runs)."""
     target_modules: str | list[str] = "all-linear"
-    exclude_modules: str | None = r".*visual.*"  # never adapt a vision tower
-    adapter: str | None = None  # a trained peft adapter folder to start from (predict, fine-tune)
+    """peft's target modules."""
+    exclude_modules: str | None = r".*visual.*"
+    """A regex of modules never adapted (a vision tower)."""
+    adapter: str | None = None
+    """A trained peft adapter folder to start from (predict, fine-tune)."""
     revision: str | None = None
+    """The Hub revision of `model`."""
     trust_remote_code: bool = False
+    """Let transformers run the checkpoint's own modelling code."""
 
 
 def require_bitsandbytes(feature: str) -> None:
@@ -66,7 +102,9 @@ def model_class(config) -> type:
     return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
 
 
-def load_base_model(cfg: PolicyConfig, tokenizer) -> PreTrainedModel:
+def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> PreTrainedModel:
+    """The base model in `cfg.dtype` on the CPU; a quantized one on `device` (None: CUDA if there is one), where
+    bitsandbytes quantizes it as it loads."""
     dtype = DTYPES[cfg.dtype]
     if cfg.tiny is not None:
         return build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
@@ -83,6 +121,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer) -> PreTrainedModel:
             bnb_4bit_quant_type="nf4",
             bnb_4bit_compute_dtype=dtype,
         )
+        kwargs["device_map"] = {"": default_device(device)}
     config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     return model_class(config).from_pretrained(cfg.model, **kwargs)
 
@@ -98,19 +137,32 @@ def load_tokenizer(cfg: PolicyConfig):
     return tokenizer
 
 
-def load_policy(cfg: PolicyConfig) -> tuple[PeftModel, object]:
-    """The LoRA-wrapped policy and its tokenizer. Only adapter weights require grad."""
+def default_device(device: str | None) -> str:
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def update_defaults(cfg: PolicyConfig, model: PreTrainedModel, device: str | None = None,
+                    micro_batch_size: int | None = None) -> UpdateDefaults:
+    """`cfg`'s "auto" settings (and a None micro-batch size) resolved for `model`'s family on `device`."""
+    return resolve_update_defaults(model_family(model.config), default_device(device), micro_batch_size,
+                                   cfg.checkpoint_keep, cfg.compile_layers, quantized=cfg.quantization != "none")
+
+
+def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel, object]:
+    """The LoRA-wrapped policy and its tokenizer, its "auto" settings resolved for the device it will train on
+    (None: CUDA if there is one). Only adapter weights require grad.
+
+    A quantized base is not passed through peft's `prepare_model_for_kbit_training`: that casts every
+    16-bit weight left unquantized (embeddings, LM head, fused MoE experts) to float32, which a bf16
+    model does not need and a MoE's experts cannot afford."""
     tokenizer = load_tokenizer(cfg)
-    model = load_base_model(cfg, tokenizer)
+    model = load_base_model(cfg, tokenizer, device)
+    settings = update_defaults(cfg, model, device)
     use_attention_backend(model, cfg.attention_backend)
     if cfg.frozen_experts:
         use_frozen_experts(model)
-    if cfg.quantization != "none":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     if cfg.gradient_checkpointing:
-        enable_gradient_checkpointing(model, cfg.checkpoint_keep)
+        enable_gradient_checkpointing(model, settings.checkpoint_keep)
     if cfg.adapter is not None:
         model = PeftModel.from_pretrained(model, cfg.adapter, is_trainable=True)
     else:
@@ -128,9 +180,8 @@ def load_policy(cfg: PolicyConfig) -> tuple[PeftModel, object]:
         model = get_peft_model(model, lora)
     if cfg.fused_lora:
         fuse_lora_linears(model)
-    if cfg.compile_layers:
-        for layer in decoder_layers(model):
-            layer.compile(dynamic=True)  # sequence lengths vary by micro-batch
+    if settings.compile_layers:
+        compile_decoder_layers(decoder_layers(model), cfg.compile_budget_s, cfg.compile_cache_dir)
     return model, tokenizer
 
 

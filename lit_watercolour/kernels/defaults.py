@@ -58,14 +58,15 @@ def model_family(config) -> Family:
 
 def resolve_update_defaults(family: Family, device: str, micro_batch_size: int | None = None,
                             checkpoint_keep: CheckpointKeep | Literal["auto"] = "auto",
-                            compile_layers: bool | Literal["auto"] = "auto") -> UpdateDefaults:
+                            compile_layers: bool | Literal["auto"] = "auto", quantized: bool = False) -> UpdateDefaults:
     """The update's settings for `family` on `device` ("cuda", "cpu", ... or a torch.device's str): each
-    argument left at None / "auto" becomes the measured best (module docstring), an explicit one stays."""
+    argument left at None / "auto" becomes the measured best (module docstring), an explicit one stays.
+    A quantized (bitsandbytes) base is not compiled by default: tracing its kernels has not been measured."""
     device = str(device).split(":")[0]
     mb, keep, compile_ = MEASURED_BEST.get((family, device), CPU_BEST)
     return UpdateDefaults(
         family=family, device=device,
         micro_batch_size=mb if micro_batch_size is None else micro_batch_size,
         checkpoint_keep=keep if checkpoint_keep == "auto" else checkpoint_keep,
-        compile_layers=compile_ if compile_layers == "auto" else bool(compile_layers),
+        compile_layers=(compile_ and not quantized) if compile_layers == "auto" else bool(compile_layers),
     )
