@@ -35,27 +35,49 @@ AttentionBackend = Literal["default", "flash", "cudnn", "efficient"]
 @dataclass
 class PolicyConfig:
     model: str = "Qwen/Qwen3.5-35B-A3B"  # a Hub id or a local transformers folder
+    """The policy's weights: a Hub id or a local transformers folder."""
     tiny: str | None = None  # build a tiny random-init model of this architecture instead (CPU runs)
+    """Build a tiny random-init model of this architecture instead of loading `model` (CPU tests and smoke runs)."""
     tiny_config: dict = field(default_factory=dict)  # sizes for `tiny`, e.g. {hidden_size: 64}
+    """Sizes for `tiny`, e.g. {hidden_size: 64, num_layers: 2}."""
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    """The base weights' dtype; the LoRA adapter's weights stay float32."""
     attn_implementation: str | None = None  # e.g. "sdpa", "flash_attention_2"; None: transformers' choice
+    """transformers' attention implementation, e.g. sdpa or flash_attention_2; None: transformers' choice."""
     attention_backend: AttentionBackend = "default"  # sdpa's kernel tried first (the others stay fallbacks); default: torch's order
+    """The sdpa kernel tried first (the others stay fallbacks); default: torch's order."""
     gradient_checkpointing: bool = True
+    """Recompute each decoder layer in backward instead of keeping its activations."""
     # what each checkpointed decoder layer keeps besides its input, so backward need not recompute it:
     # "attention": the attention kernel's output; "attention+out_proj": also the o_proj and down_proj matmuls
     checkpoint_keep: CheckpointKeep = "inputs"
+    """What a checkpointed layer keeps besides its input: inputs, attention (the attention output) or
+    attention+out_proj (also the o_proj and down_proj outputs)."""
     fused_lora: bool = True  # each LoRA linear as one autograd node (`fuse_lora_linears`); False: peft's forward
+    """Run each LoRA linear as one autograd node; False: peft's own forward."""
     compile_layers: bool = False  # torch.compile each decoder layer (fuses norms, RoPE, SwiGLU; minutes to compile; dense models)
+    """torch.compile each decoder layer (fuses norms, RoPE, SwiGLU); dense models; minutes to compile."""
     frozen_experts: bool = True  # MoE experts as one autograd node with no weight gradients (`experts.py`); False: transformers'
+    """MoE experts as one autograd node with frozen weights (lit_watercolour/experts.py); False: transformers'
+    experts."""
     quantization: Literal["none", "4bit", "8bit"] = "none"  # bitsandbytes base weights (QLoRA)
+    """Quantise the base weights with bitsandbytes (QLoRA): none, 4bit or 8bit."""
     lora_r: int = 16
+    """LoRA rank."""
     lora_alpha: int = 32
+    """LoRA scaling numerator: the update is scaled by lora_alpha / lora_r."""
     lora_dropout: float = 0.0
+    """Dropout on the LoRA input during training."""
     target_modules: str | list[str] = "all-linear"
+    """Modules that get a LoRA adapter: all-linear, or a list of module names."""
     exclude_modules: str | None = r".*visual.*"  # never adapt a vision tower
+    """A regex of modules never adapted (a vision tower)."""
     adapter: str | None = None  # a trained peft adapter folder to start from (predict, fine-tune)
+    """A trained peft adapter folder to start from (painting, or training further)."""
     revision: str | None = None
+    """The Hub revision (branch, tag or commit) of `model`."""
     trust_remote_code: bool = False
+    """Let transformers run the model repository's own code."""
 
 
 def require_bitsandbytes(feature: str) -> None:

@@ -25,30 +25,50 @@ from lit_watercolour.sampling import SampleBatch, SamplingConfig
 @dataclass
 class GRPOConfig:
     num_generations: int = 8  # completions per prompt: one group
+    """Completions per prompt: one group, whose mean is the baseline."""
     micro_batch_size: int = 1  # rows per forward/backward; the step accumulates over all rows
+    """Rows per forward/backward; the step accumulates gradients over all rows."""
     num_iterations: int = 1  # optimizer steps per rollout batch (>1 reuses it with old log-probs)
+    """Optimizer steps per rollout batch; above 1 the batch is reused with its old log-probs."""
     loss_type: grpo.LossType = "dapo"
+    """How token losses are averaged: grpo, bnpo, dr_grpo or dapo (TRL's names)."""
     epsilon: float = 0.2
+    """Clip range of the importance ratio: [1 - epsilon, 1 + epsilon_high]."""
     epsilon_high: float | None = None  # None: epsilon; DAPO's clip-higher uses 0.28
+    """Upper clip; None: epsilon (DAPO's clip-higher uses 0.28)."""
     beta: float = 0.0  # k3 KL to the reference (the adapter switched off)
+    """Weight of the k3 KL to the reference policy (the adapter switched off); 0: no reference pass."""
     use_bias_correction_kl: bool = True  # KL times the importance ratio (TRL 1.16's default)
+    """Multiply the KL by the importance ratio (TRL 1.16's default)."""
     scale_rewards: grpo.ScaleRewards = "group"
+    """Divide advantages by the reward std of the group, the batch, or none (the recipe)."""
     mask_truncated_completions: bool = False
+    """Leave cut-off completions out of the loss."""
     # truncated importance sampling (TRL's vllm_importance_sampling_cap; 2.0 there): where a sampling engine
     # reported its own log-probs (vLLM), each token's loss is weighted by min(p_old / p_engine, cap); None: off
     importance_sampling_cap: float | None = None
+    """Truncated importance weight min(p_old / p_engine, cap) where the sampling engine (vLLM) reports log-probs;
+    None: off."""
 
 
 @dataclass
 class OptimConfig:
     optimizer: Literal["adamw", "adamw_8bit"] = "adamw"
+    """adamw (fused on CUDA) or adamw_8bit (bitsandbytes)."""
     lr: float = 1e-5
+    """Learning rate of the LoRA adapter."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
     eps: float = 1e-8
+    """AdamW epsilon."""
     lr_scheduler: str = "constant_with_warmup"  # any transformers.get_scheduler name, e.g. "cosine"
+    """A transformers.get_scheduler name, e.g. constant_with_warmup or cosine."""
     warmup_steps: int = 0
+    """Optimizer steps of linear warm-up."""
     max_grad_norm: float = 1.0  # 0: no clipping
+    """Clip the gradient norm to this; 0: no clipping."""
 
 
 # How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.

@@ -28,23 +28,33 @@ from lit_watercolour.policy import completion_logps
 @dataclass
 class SamplingConfig:
     temperature: float = 1.0
+    """Sampling temperature; the loss's log-probs use the same."""
     top_p: float = 1.0  # 1.0: off
+    """Nucleus sampling: keep the likeliest tokens up to this mass; 1.0: off."""
     top_k: int = 0  # 0: off
+    """Keep the k likeliest tokens; 0: off."""
     max_completion_length: int = 256
+    """Most tokens a completion may have; longer ones are cut (truncated)."""
     generation_batch_size: int = 8  # rows per `generate` call; each row starts rendering as it finishes
+    """Rows per generate call; each row starts rendering as it finishes."""
     logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
+    """Rows per forward when scoring the sampled tokens."""
     # `generate` with the LoRA adapter folded into copies of the adapted weights (`policy.adapter_merged`; the
     # base is never written): faster for small models, whose decoding steps are dominated by per-matmul
     # overhead; costs a copy of the adapted weights, so it is off for large ones. Lean decoding always folds it
     merge_adapter: bool = False
+    """generate with the adapter folded into copies of the adapted weights: faster for small models."""
     # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
     # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
     lean_decode: bool = True
+    """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py) instead of generate."""
     # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
     graph_decode: bool = True
+    """Qwen3.5-MoE on CUDA: decode by replaying one captured CUDA-graph step."""
     # torch intra-op threads while the hf sampler decodes (0: the process's, `model.cpu_threads`): on a CPU
     # the render pool's Chromium works meanwhile, and a tiny model's kernels gain nothing from a second thread
     cpu_threads: int = 0
+    """torch threads while the hf sampler decodes; 0: the process's (model.cpu_threads)."""
 
 
 @dataclass
@@ -53,21 +63,35 @@ class VLLMConfig:
     # share of GPU memory vLLM takes (its weights + KV cache); on a CPU, of host RAM, unless
     # engine_kwargs sets kv_cache_memory_bytes
     gpu_memory_utilization: float = 0.3
+    """vllm: share of GPU memory vLLM takes (weights + KV cache); on a CPU, of host RAM."""
     max_model_len: int | None = None  # None: the model config's context length
+    """vllm: context length; None: the model config's."""
     enable_sleep_mode: bool | None = None  # free vLLM's GPU memory while the update runs; None: where the platform can (GPUs)
+    """vllm: free vLLM's GPU memory while the update runs; None: where the platform can (GPUs)."""
     weight_sync: Literal["lora", "merged"] = "lora"  # serve the adapter, or push merged weights each step
+    """How weights reach vLLM each step: lora (the adapter) or merged (merged weights)."""
     max_lora_rank: int = 64  # at least PolicyConfig.lora_r
+    """vllm: the largest LoRA rank vLLM accepts; at least policy.lora_r."""
     enable_prefix_caching: bool = True  # the n completions of a prompt share its KV cache
+    """vllm: the completions of a prompt share its KV cache."""
     engine_kwargs: dict | None = None  # further `vllm.LLM` arguments, e.g. {enforce_eager: true, kv_cache_memory_bytes: 268435456}
+    """vllm: further vllm.LLM arguments, e.g. {enforce_eager: true, kv_cache_memory_bytes: 268435456}."""
     # both backends
     adapter_dir: str | None = None  # adapters are saved here each sync (the server must read it); None: a temp dir
+    """Where adapters are saved each sync (a server must read it); None: a temporary folder."""
     keep_adapters: int = 2  # newest snapshots kept on disk
+    """Newest adapter snapshots kept on disk."""
     # `vllm-server` backend
     base_url: str = "http://127.0.0.1:8000/v1"
+    """vllm-server: the server's OpenAI-compatible URL."""
     api_key_env: str | None = None  # name of the env var holding the server's key (never the key: configs are logged)
+    """vllm-server: name of the environment variable holding the server's key (never the key)."""
     request_timeout_s: float = 3600.0
+    """vllm-server: seconds before a request fails."""
     max_concurrent_requests: int = 32
+    """vllm-server: requests in flight at once."""
     split_generations: bool = False  # n requests of n=1 per prompt: each completion returns as it ends
+    """vllm-server: n requests of one completion each, so each returns as it ends."""
 
 
 @dataclass
