@@ -69,12 +69,12 @@ class GRPOModule(pl.LightningModule):
     def __init__(
         self,
         rewards: list[RewardTerm] | None = None,  # the reward mix's terms, each with its weight
-        policy: PolicyConfig | None = None,
-        sampling: SamplingConfig | None = None,
-        grpo_config: GRPOConfig | None = None,
-        optim: OptimConfig | None = None,
+        policy: PolicyConfig = PolicyConfig(),
+        sampling: SamplingConfig = SamplingConfig(),
+        grpo_config: GRPOConfig = GRPOConfig(),
+        optim: OptimConfig = OptimConfig(),
         sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
-        vllm: VLLMConfig | None = None,  # vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder
+        vllm: VLLMConfig = VLLMConfig(),  # vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder
         render_pool_size: int = 2,  # warm Chromium pages
         render: RenderConfig | None = None,  # how each sketch renders: canvas, limits, browser, backend
         render_kwargs: dict | None = None,  # deprecated: the fields of `render` as a dict
@@ -83,6 +83,23 @@ class GRPOModule(pl.LightningModule):
         cpu_threads: int = 0,  # torch intra-op threads; 0 keeps torch's default. 1 suits tiny models beside Chromium
         max_staleness: Literal[0, 1] = 0,  # 1: sample step N+1 before update N; render and score it during
     ) -> None:
+        """GRPO on a LoRA adapter: sample, render, score, update.
+
+        Args:
+            rewards: The reward terms, each with its weight (`--model.rewards.help CLASS` lists a term's options).
+            policy: The policy model and its LoRA adapter.
+            sampling: How completions are sampled.
+            grpo_config: The GRPO loss and its group-relative advantages.
+            optim: The optimizer and learning-rate schedule of the adapter.
+            sampler: The sampling backend: hf (transformers), vllm (colocated engine) or vllm-server (a `vllm serve`).
+            vllm: Settings of the vllm and vllm-server samplers.
+            render_pool_size: Chromium pages rendering at once.
+            render_kwargs: Further render pool settings (pixel_density, timeout_s, render_backend, browsers, ...: docs/rendering.md).
+            predict_generations: Paintings per subject in `predict`.
+            predict_dir: Where `predict` writes each painting's PNG, sketch and completion.
+            cpu_threads: torch threads of the process (the update's); 0: torch's default. On a busy CPU use 1.
+            max_staleness: 1: sample step N+1's batch before update N and render and score it during the update (docs/overlap.md); 0: on-policy.
+        """
         super().__init__()
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the adapter only; the base comes from `policy`

@@ -58,12 +58,19 @@ class OptimConfig:
     """"adamw": torch's (fused on CUDA); "adamw_8bit": bitsandbytes' AdamW8bit, its moments in 8 bits (the
     `bnb` extra). A LoRA adapter's optimizer state is small, so 8 bits saves little there."""
     lr: float = 1e-5
+    """Learning rate of the LoRA adapter."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
     eps: float = 1e-8
+    """AdamW epsilon."""
     lr_scheduler: str = "constant_with_warmup"  # any transformers.get_scheduler name, e.g. "cosine"
+    """A transformers.get_scheduler name, e.g. constant_with_warmup or cosine."""
     warmup_steps: int = 0
+    """Optimizer steps of linear warm-up."""
     max_grad_norm: float = 1.0  # 0: no clipping
+    """Clip the gradient norm to this; 0: no clipping."""
 
 
 # How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.

@@ -47,9 +47,8 @@ class StepFigures(pl.Callback):
 
 
 def run(staleness: int, steps: int, out: Path, seed: int) -> list[dict]:
-    from lit_watercolour.__main__ import WatercolourCLI, quiet_known_warnings
+    from lit_watercolour.__main__ import WatercolourCLI
 
-    quiet_known_warnings()
     folder = out / f"staleness{staleness}"
     cli = WatercolourCLI(args=["--config", str(ROOT / "configs" / "default.yaml"), "--seed_everything", str(seed),
                                "--model.max_staleness", str(staleness), "--trainer.max_steps", str(steps),

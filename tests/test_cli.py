@@ -1,12 +1,19 @@
 """The entry point, as a user runs it: `python -m lit_watercolour fit|predict --config ...`."""
 
+import dataclasses
+import inspect
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+
+from lit_watercolour.__main__ import WatercolourCLI
+from lit_watercolour.data import PromptDataModule
+from lit_watercolour.module import GRPOModule
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(600)
@@ -20,8 +27,11 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def test_fit_then_predict_with_the_trained_adapter(tmp_path):
     config = str(ROOT / "configs" / "tiny_random.yaml")
-    fit = run(["fit", "--config", config, "--trainer.max_steps", "2"], tmp_path)
+    fit = run(["fit", "--config", config, "--trainer.max_steps", "2", "--trainer.enable_progress_bar", "true"], tmp_path)
     assert fit.returncode == 0, fit.stderr[-3000:]
+    assert "step: 100%" in fit.stdout and "2/2" in fit.stdout and "Epoch" not in fit.stdout  # the bar counts steps
+    for notice in ("args and command line", "Tip", "multivariate normal", "set_float32_matmul_precision"):
+        assert notice not in fit.stdout + fit.stderr  # filtered or answered in lit_watercolour/notices.py
     out = tmp_path / "runs" / "tiny_random"
     assert (out / "checkpoints" / "last.ckpt").exists()
     assert (out / "checkpoints" / "last-adapter" / "adapter_model.safetensors").exists()
@@ -61,8 +71,9 @@ def test_default_config_and_environment(monkeypatch):
     a --config replaces the default whole (none of default.yaml's settings leak into it)."""
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS", "7")
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__MODEL__RENDER_POOL_SIZE", "5")
-    cfg = run(["fit", "--print_config"], ROOT)
+    cfg = run(["fit", "--print_config=comments"], ROOT)
     assert cfg.returncode == 0, cfg.stderr[-3000:]
+    assert "# LoRA rank." in cfg.stdout  # each field's docstring as its comment
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["name"] == "default"
     assert c["trainer"]["max_steps"] == 7 and c["model"]["render_pool_size"] == 5
@@ -73,3 +84,35 @@ def test_default_config_and_environment(monkeypatch):
     assert c["trainer"]["logger"]["init_args"]["save_dir"] == "runs/tiny_random"
     assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render"] is None
     assert c["trainer"]["max_steps"] == 3 and c["model"]["render_pool_size"] == 2  # the config beats the environment
+
+
+class Parser(Exception):
+    """Carries the CLI's parser out before it parses anything."""
+
+
+class ParserOnly(WatercolourCLI):
+    def parse_arguments(self, parser, args):
+        raise Parser(parser)
+
+
+def test_every_option_says_what_it_does():
+    """`fit --help` shows a sentence for every GRPOModule and PromptDataModule parameter and every field of
+    their config dataclasses: a new option without a docstring fails here."""
+    with pytest.raises(Parser) as caught:
+        ParserOnly(args=["fit"])
+    fit = caught.value.args[0]._subcommands_action._name_parser_map["fit"]
+    helps = {a.dest: a.help for a in fit._actions}
+    titles = {g.dest: g.title for g in fit._action_groups if getattr(g, "dest", None)}
+    undocumented = []
+    for prefix, cls in (("model", GRPOModule), ("data", PromptDataModule)):
+        hints = typing.get_type_hints(cls.__init__)
+        for name in list(inspect.signature(cls.__init__).parameters)[1:]:
+            key = f"{prefix}.{name}"
+            if dataclasses.is_dataclass(hints[name]):
+                config = hints[name]
+                if titles.get(key, "").startswith((config.__name__, "<class")):  # jsonargparse's fallback title
+                    undocumented.append(key)
+                undocumented += [f"{key}.{f.name}" for f in dataclasses.fields(config) if not helps.get(f"{key}.{f.name}")]
+            elif not helps.get(key):
+                undocumented.append(key)
+    assert not undocumented, f"add a docstring for: {undocumented}"
