@@ -97,7 +97,7 @@ RUNTIME_CASES = {
     "infinite_loop": (sketch("while (true) {}"), "timeout"),
     "blank": (sketch(paint='brush.fill("#c2366a", 160);\n  brush.circle(-400, -400, 30);'), "blank_canvas"),
     "fetch_evasive": (sketch('this["fe" + "tch"]("http://127.0.0.1:9/x");'), "network"),
-    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "network"),
+    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "external_load"),  # no Image to make
     "load_image_evasive": (sketch('this["load" + "Image"]("flower.png");'), "external_load"),
     "inner_html_evasive": (sketch('this["docu" + "ment"].body["inner" + "HTML"] = "<h1>hibiscus</h1>";'), "dom"),
     "storage_evasive": (sketch('this["local" + "Storage"].setItem("a", "b");'), "dom"),

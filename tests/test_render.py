@@ -151,14 +151,13 @@ def test_painted_fraction_counts_pixels_off_the_background():
 
 
 
-# A clean sketch that leaves every trace it can without failing the gate: globals, window.name, a
-# timer still running, compounded brush scale and fill state in p5.brush's module.
+# A clean sketch that leaves every trace it can without failing the gate: globals of its own, and
+# compounded brush scale and fill state in p5.brush's module.
 POLLUTER = """var leak = 1;
-window.name = "dirty";
+globalThis.leak2 = 2;
 function setup() {
   createCanvas(512, 512, WEBGL);
   noLoop();
-  setInterval(() => { window.name = "late"; }, 1);
 }
 function draw() {
   translate(-width / 2, -height / 2);
@@ -169,14 +168,11 @@ function draw() {
   brush.circle(256, 256, 200);
 }
 """
-# Reads what a previous document could have left and paints with state that compounds in one realm.
+# Reads what a previous sketch could have left and paints with state that compounds in one realm.
 PROBE = """function setup() {
   createCanvas(512, 512, WEBGL);
   noLoop();
-  let nav = "none";
-  try { nav = navigation.entries().length + "/" + navigation.currentEntry.index; } catch (e) { nav = e.name; }
-  const types = performance.getEntriesByType("navigation").map((e) => e.type).join(",");
-  console.log([window.name, typeof leak, document.referrer, nav, types].join("|"));
+  console.log([typeof leak, typeof leak2, frameCount, millis() < 100].join("|"));
 }
 function draw() {
   translate(-width / 2, -height / 2);
@@ -201,7 +197,7 @@ def test_a_reused_page_is_as_fresh_as_a_new_one():
         reused_before = pool.pool.pages_reused
         probes = [pool.submit(PROBE, 4).result() for _ in range(3)]
         assert pool.pool.pages_reused >= reused_before + 3  # each probe painted in a page a polluter used
-    assert fresh.error is None and fresh.violations == [] and fresh.console == ["log: |undefined||1/0|navigate"]
+    assert fresh.error is None and fresh.violations == [] and fresh.console == ["log: undefined|undefined|0|true"]
     for probe in probes:
         assert probe.error is None and probe.violations == [] and probe.console == fresh.console
         diff = np.abs(pixels(probe.png) - pixels(fresh.png))
@@ -314,3 +310,52 @@ def test_browsers_by_default_follow_the_backend_and_the_cores():
     assert default_browsers("gpu", size=32, cores=16) == 1 and default_browsers("gpu", size=32, cores=64) == 4
     assert default_browsers("gpu", size=1, cores=64) == 1  # never more than the pages
     assert default_browsers("gpu", size=4, cores=2) == 1
+
+
+def test_nothing_a_sketch_left_running_survives_into_the_next_render(monkeypatch):
+    """A clean render's page is renewed before the next sketch: its renderer, spinning in work left
+    behind (injected here from outside, the sketch has no timer of its own), is gone by then."""
+    from lit_watercolour.sandbox import pool as pool_module
+    from lit_watercolour.sandbox.browser import processes
+
+    spinning: list[int] = []
+    real_renew = pool_module.renew
+
+    async def renew_after_spinning(warm):
+        spinning.extend(pid for kind, pid in await processes(warm.owner.cdp) if kind == "renderer")
+        await warm.page.evaluate("() => { setTimeout(() => { for (;;) {} }, 0); }")
+        return await real_renew(warm)
+
+    monkeypatch.setattr(pool_module, "renew", renew_after_spinning)
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    async def scenario():
+        async with RenderPool(size=1, browsers=1, timeout_s=60.0) as pool:
+            first = await pool.render(SMALL, 0)
+            await pool.settled()  # the page is renewed: the next sketch may start
+            left = [pid for pid in spinning if alive(pid)]
+            second = await pool.render(SMALL, 1)
+            return first, left, second, pool.pages_reused
+
+    first, left, second, reused = asyncio.run(scenario())
+    assert first.error is None and second.error is None and reused >= 1 and spinning
+    assert left == []
+
+
+def test_a_report_that_cannot_be_read_is_the_sketch_s_tampering():
+    from lit_watercolour.gate import gate
+    from lit_watercolour.sandbox.faults import from_report
+
+    good = {"error": None, "console": [], "calls": {"brush.circle": 1}, "violations": [], "js_ms": 5.0,
+            "png": "data:image/png;base64,", "width": 512, "height": 512}
+    assert from_report(good, 1.0, 0.5, []).violations == []
+    for broken in (None, "ok", {}, {**good, "calls": {"brush.circle": "1"}}, {**good, "violations": [{}]},
+                   {**good, "png": "data:text/html,<b>"}, {**good, "png": "data:image/png;base64,@@"}, {**good, "width": "wide"}):
+        result = from_report(broken, 1.0, 0.5, [])
+        assert result.violations == ["tamper:report"] and not result.infra_error and result.png is None, broken
+        assert gate(SMALL, result).reason == "tamper"
