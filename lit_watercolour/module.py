@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -55,11 +56,11 @@ from lit_watercolour.data import Prompt, group_seed
 from lit_watercolour.overlap import Prefetched, Timeline, busy_idle_metrics
 from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict, update_defaults
 from lit_watercolour.records import RolloutBatch, StepResult
-from lit_watercolour.render import ThreadedRenderPool
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
 from lit_watercolour.rollout import Sampled, collect, finish, sample
+from lit_watercolour.sandbox import RenderConfig, ThreadedRenderPool
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update, skip_step
 
@@ -75,7 +76,8 @@ class GRPOModule(pl.LightningModule):
         sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
         vllm: VLLMConfig | None = None,  # vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder
         render_pool_size: int = 2,  # warm Chromium pages
-        render_kwargs: dict | None = None,  # further ThreadedRenderPool arguments (timeouts, browser path)
+        render: RenderConfig | None = None,  # how each sketch renders: canvas, limits, browser, backend
+        render_kwargs: dict | None = None,  # deprecated: the fields of `render` as a dict
         predict_generations: int = 1,  # paintings per subject in `predict`
         predict_dir: str = "paintings",
         cpu_threads: int = 0,  # torch intra-op threads; 0 keeps torch's default. 1 suits tiny models beside Chromium
@@ -102,7 +104,10 @@ class GRPOModule(pl.LightningModule):
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
-        self.render_pool_size, self.render_kwargs = render_pool_size, render_kwargs or {}
+        if render_kwargs is not None:
+            warnings.warn("render_kwargs is deprecated: use render (a RenderConfig)", DeprecationWarning, stacklevel=2)
+            render = RenderConfig(**{**asdict(as_config(RenderConfig, render)), **render_kwargs})
+        self.render_pool_size, self.render_config = render_pool_size, as_config(RenderConfig, render)
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
         self.cpu_threads = cpu_threads
         self.reward_mix = RewardMix(rewards or [])
@@ -156,7 +161,7 @@ class GRPOModule(pl.LightningModule):
 
     def _open_pool(self, **overrides) -> None:
         if self.pool is None:
-            self.pool = ThreadedRenderPool(size=self.render_pool_size, **{**self.render_kwargs, **overrides})
+            self.pool = ThreadedRenderPool(self.render_pool_size, self.render_config, **overrides)
 
     def teardown(self, stage: str) -> None:
         if self.finishing is not None:  # before the pool: a batch still finishing renders with it

@@ -27,7 +27,7 @@ from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resol
 from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
-from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 

@@ -20,7 +20,7 @@ from lit_watercolour.sketch import extract_code
 if TYPE_CHECKING:
     from lit_watercolour.data import Prompt
     from lit_watercolour.overlap import Timeline
-    from lit_watercolour.render import ThreadedRenderPool
+    from lit_watercolour.sandbox import ThreadedRenderPool
     from lit_watercolour.rewards.mix import RewardMix
     from lit_watercolour.sampling import SampleBatch, Sampler
 

@@ -21,7 +21,7 @@ from transformers.integrations.moe import grouped_mm_experts_forward
 from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeExperts
 
 from lit_watercolour.kernels.experts import frozen_grouped_mm_experts_forward
-from lit_watercolour.tiny_models import tiny_config
+from lit_watercolour.offline.tiny_models import tiny_config
 
 IMPLS = {"transformers_grouped_mm": grouped_mm_experts_forward, "frozen_grouped_mm": frozen_grouped_mm_experts_forward}
 

@@ -42,13 +42,9 @@ import numpy as np
 from PIL import Image
 from playwright.async_api import async_playwright
 
-from lit_watercolour.render import (
-    RENDERER_DIR,
-    RENDERER_PROBE,
-    RenderPool,
-    available_cores,
-    chromium_executable,
-)
+from lit_watercolour.sandbox import RenderPool
+from lit_watercolour.sandbox.browser import RENDERER_PROBE, available_cores, chromium_executable
+from lit_watercolour.sandbox.pages import RENDERER_DIR
 
 SUITES = {
     "fixtures": sorted((RENDERER_DIR / "sketches").glob("*.js")),

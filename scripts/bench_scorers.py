@@ -20,7 +20,7 @@ from lit_watercolour.rewards.hpsv3 import HPSv3Model, HPSv3Scorer, add_reward_to
 from lit_watercolour.rewards.judge import PairwiseJudge
 from lit_watercolour.rewards.pool import SHIPPED_POOL, ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
-from lit_watercolour.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
 
 # (text hidden, text layers, vision depth, vision width)
 SIZES = {"tiny": (64, 2, 2, 32), "small": (512, 8, 4, 256), "medium": (1024, 16, 8, 512), "large": (2048, 28, 16, 1024)}

@@ -76,7 +76,7 @@ from lit_watercolour.policy import (
     update_defaults,
 )
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
-from lit_watercolour.tiny_models import tiny_config, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import tiny_config, tiny_tokenizer
 
 QWEN3_VOCAB = 151936
 QWEN35_A3B = dict(num_experts=256, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,

@@ -19,7 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lit_watercolour.data import Prompt, chat_prompt
-from lit_watercolour.render import ThreadedRenderPool
+from lit_watercolour.sandbox import ThreadedRenderPool
 from lit_watercolour.rollout import collect
 from lit_watercolour.sampling import HFSampler, SamplingConfig
 

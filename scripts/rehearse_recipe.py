@@ -9,7 +9,7 @@ orders, lr 5e-5 after warm-up, scale_rewards none), except what cannot exist off
     or the real Qwen3.5-35B-A3B shapes (`--policy-shapes recipe`, ~35B parameters);
   - its text: a random-init policy writes no sketches, so **the policy samples its full length
     (`min_new_tokens` = the completion length; those tokens and their log-probs are what the update
-    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.replay`, the
+    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.offline.replay`, the
     600x600 skeleton, three qualities) stands in for its text**: that is what is rendered and scored;
   - judge: a small random-init Qwen3-VL-MoE (the Qwen3-VL-30B-A3B architecture) served by an
     OpenAI-compatible HTTP server on 127.0.0.1 that this script starts; the recipe's `OpenAIJudge`
@@ -53,8 +53,8 @@ import torch
 import yaml
 
 from lit_watercolour.overlap import stage_times
-from lit_watercolour.replay import ReplaySampler
-from lit_watercolour.rewards.judge_server import JudgeServer, serving
+from lit_watercolour.offline.replay import ReplaySampler
+from lit_watercolour.offline.judge_server import JudgeServer, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 LINES_FILE = "rehearsal.jsonl"
@@ -127,16 +127,16 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     return cfg
 
 
-def webgl_renderer(render_kwargs: dict) -> str:
+def webgl_renderer(render: dict) -> str:
     """The WebGL renderer string a page of the pool's browser gets (SwiftShader or the GPU)."""
     from playwright.async_api import async_playwright
 
-    from lit_watercolour.render import LAUNCH_ARGS, chromium_executable
+    from lit_watercolour.sandbox.browser import LAUNCH_ARGS, chromium_executable
 
     async def probe() -> str:
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=chromium_executable(render_kwargs.get("executable_path")),
-                                              args=list(render_kwargs.get("launch_args", LAUNCH_ARGS)))
+            browser = await p.chromium.launch(executable_path=chromium_executable(render.get("executable_path")),
+                                              args=list(render.get("launch_args") or LAUNCH_ARGS))
             page = await browser.new_page()
             text = await page.evaluate("""() => {
                 const gl = document.createElement('canvas').getContext('webgl');
@@ -217,7 +217,8 @@ def main(argv=None) -> dict:
     from lit_watercolour.__main__ import WatercolourCLI
     from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
     from lit_watercolour.rewards.transformers_judge import TransformersJudge
-    from lit_watercolour.tiny_models import tiny_hpsv3, tiny_qwen3_vl
+    from lit_watercolour.offline.tiny_models import tiny_qwen3_vl
+    from lit_watercolour.offline.tiny_scorers import tiny_hpsv3
 
     t0 = time.perf_counter()
     report = Report(args.out / LINES_FILE)
@@ -235,7 +236,7 @@ def main(argv=None) -> dict:
                 term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
         stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report)
         cli.trainer.callbacks.append(stand_ins)
-        renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
+        renderer = webgl_renderer(cfg["model"].get("render") or {})
         policy = cfg["model"]["policy"]
         report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
                 "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],

@@ -93,7 +93,7 @@ def test_update_flops_count_matmuls_and_causal_attention():
     from bench_step import PRESETS, model_config, update_flops
 
     from lit_watercolour.policy import model_class
-    from lit_watercolour.tiny_models import tiny_tokenizer
+    from lit_watercolour.offline.tiny_models import tiny_tokenizer
 
     cfg = model_config(PRESETS["qwen3-4b"], tiny_tokenizer())
     with torch.device("meta"):

@@ -66,10 +66,10 @@ def test_default_config_and_environment(monkeypatch):
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["name"] == "default"
     assert c["trainer"]["max_steps"] == 7 and c["model"]["render_pool_size"] == 5
-    assert c["model"]["render_kwargs"] == {"pixel_density": 0.5}
+    assert c["model"]["render"]["pixel_density"] == 0.5
 
     cfg = run(["fit", "--config", str(ROOT / "configs" / "tiny_random.yaml"), "--print_config"], ROOT)
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["save_dir"] == "runs/tiny_random"
-    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render_kwargs"] is None
+    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render"] is None
     assert c["trainer"]["max_steps"] == 3 and c["model"]["render_pool_size"] == 2  # the config beats the environment

@@ -76,7 +76,7 @@ def test_fixture_sketches_pass_static_gate(sketches):
 
 
 def test_brush_export_table_matches_the_real_library(render_pool):
-    from lit_watercolour.render import RenderPool  # the page's own view of `brush`
+    from lit_watercolour.sandbox import RenderPool  # the page's own view of `brush`
 
     async def keys():
         async with RenderPool(size=1) as pool:

@@ -41,7 +41,7 @@ from lit_watercolour.grpo import (
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import _fused_lora_forward, fuse_lora_linears
 from lit_watercolour.policy import completion_logps
-from lit_watercolour.tiny_models import build_tiny_model
+from lit_watercolour.offline.tiny_models import build_tiny_model
 
 NAN = float("nan")
 G = 4  # num_generations

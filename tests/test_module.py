@@ -183,7 +183,7 @@ def test_rows_reported_out_of_order_keep_their_own_completion_and_render(render_
     """A backend that finishes rows in any order (a vLLM server) must not shuffle rollouts."""
     from lit_watercolour.data import Prompt
     from lit_watercolour.rollout import collect
-    from lit_watercolour.tiny_models import tiny_tokenizer
+    from lit_watercolour.offline.tiny_models import tiny_tokenizer
     from scripted_sampler import ScriptedSampler
 
     sketch = ("```js\nfunction setup() {{ createCanvas(512, 512, WEBGL); noLoop(); }}\nfunction draw() {{\n"

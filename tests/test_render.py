@@ -14,7 +14,10 @@ import psutil
 import pytest
 from PIL import Image
 
-from lit_watercolour.render import RENDERER_DIR, RenderPool, ThreadedRenderPool, default_browsers, gpu_present, painted_fraction
+from lit_watercolour.sandbox import RenderPool, ThreadedRenderPool, default_browsers, gpu_present
+from lit_watercolour.sandbox.pages import RENDERER_DIR
+from lit_watercolour.records import RenderResult
+from lit_watercolour.sandbox.picture import measured
 from processes import chromium_descendants
 
 SMALL = """function setup() {
@@ -142,7 +145,9 @@ def test_painted_fraction_counts_pixels_off_the_background():
     image.paste((245, 240, 230), (50, 50, 70, 70))  # near the background: not paint
     buf = io.BytesIO()
     image.save(buf, "PNG")
-    assert painted_fraction(buf.getvalue()) == 0.01
+    result = measured(RenderResult(png=buf.getvalue()))
+    assert result.painted_fraction == 0.01
+    assert result.image is result.image and result.image.size == (100, 100)  # decoded once, shared by every reader
 
 
 
@@ -297,7 +302,7 @@ def test_gpu_backend_without_a_gpu_falls_back_to_swiftshader(caplog):
         async with RenderPool(size=1, render_backend="gpu", timeout_s=60.0) as pool:
             return pool.backend, pool.renderer, await pool.render(SMALL, 0)
 
-    with caplog.at_level("WARNING", logger="lit_watercolour.render"):
+    with caplog.at_level("WARNING", logger="lit_watercolour.sandbox.pool"):
         backend, renderer, result = asyncio.run(scenario())
     assert backend == "swiftshader" and "SwiftShader" in renderer
     assert any("falling back to SwiftShader" in r.getMessage() for r in caplog.records)

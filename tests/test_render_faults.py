@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from lit_watercolour.gate import gate
-from lit_watercolour.render import CLOSE_BUDGET_S, RenderPool, ThreadedRenderPool
+from lit_watercolour.sandbox import RenderPool, ThreadedRenderPool
+from lit_watercolour.sandbox.threaded import CLOSE_BUDGET_S
 from processes import chromium_descendants
 from test_render import SMALL, own_processes
 

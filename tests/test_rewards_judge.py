@@ -12,8 +12,9 @@ from judge_server import JudgeServer, always, completion, failing_first, prefers
 from lit_watercolour.records import RenderResult, Rollout
 from lit_watercolour.rewards.judge import PairwiseJudge, fit_image, parse_winner, reference_score
 from lit_watercolour.rewards.openai_judge import OpenAIJudge, retry_after_s
+from lit_watercolour.rewards.pool import DEFAULT_MIX, ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
-from lit_watercolour.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
 
 
 def blot(n: int, size: int = 96) -> bytes:
@@ -167,14 +168,28 @@ def test_malformed_replies_are_failures_not_wins(pool_dir):
 
 
 def test_partial_failures_drop_only_that_reference(pool_dir):
-    # reference-first comparisons fail: each reference has one order only -> unresolved
+    """Of the 4 references drawn, one fails in its reference-first order (unresolved: dropped); the other
+    three score as the ink-counting judge decides, so the score is their mean, 2/3, and not 1/2 (the failed
+    reference as a loss), 5/8 (as a tie) or 3/4 (its one resolved order taken as the whole)."""
+    cand = blot(3)
+    drawn = {r.name: fit_image(r.png, 600) for r in ReferencePool.load(pool_dir).draw(4, seed=0, mix=DEFAULT_MIX)}
+    wins = {name: ink(fit_image(cand, 600)) < ink(png) for name, png in drawn.items()}
+    assert wins == {"love/4.png": False, "love/5.png": True, "okay/6.png": True, "okay/7.png": True}
+    judge_ink = prefers_less_ink()
+
     def policy(body, i):
-        a, _ = request_images(body)
-        return (500, {}, b"{}") if a != cand else (200, {}, completion("A"))
-    cand = blot(1)
+        return (500, {}, b"{}") if request_images(body)[0] == drawn["love/5.png"] else judge_ink(body, i)
+
     with JudgeServer(policy) as server:
-        judge = PairwiseJudge(http(server.base_url, attempts=1), pool=pool_dir, references=2)
-        assert math.isnan(judge.score(rollouts([cand]))[0].item())
+        judge = PairwiseJudge(http(server.base_url, attempts=1), pool=pool_dir, references=4)
+        s = judge.score(rollouts([cand]))
+    assert s.tolist() == [pytest.approx(2 / 3)]
+    assert judge.last_metrics["failures"] == 1 and judge.last_metrics["calls"] == 8 and len(server.received) == 8
+
+
+def ink(png: bytes) -> float:
+    """What `prefers_less_ink` compares: 255 minus the mean grey level."""
+    return float(255 - np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=np.float32).mean())
 
 
 def test_token_from_env_is_sent_not_logged(pool_dir, monkeypatch, caplog):

@@ -17,7 +17,7 @@ from lit_watercolour.rewards.mix import mix_rewards
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rewards.pool import SHIPPED_POOL
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
-from lit_watercolour.tiny_models import tiny_qwen2_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl
 
 SOURCES = SHIPPED_POOL / "sources"
 BROKEN = "function setup() {\n  createCanvas(512, 512, WEBGL);\n  brush.bleed(0.3);\n}\n"  # a 1.x name: throws

@@ -30,7 +30,7 @@ from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, 
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import Completion, pack_batch
 from lit_watercolour.sampling.vllm import AdapterSnapshots, base_model_path
-from lit_watercolour.tiny_models import build_tiny_model, save_tiny_policy
+from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rollout import collect
-from lit_watercolour.tiny_models import tiny_tokenizer
+from lit_watercolour.offline.tiny_models import tiny_tokenizer
 from scripted_sampler import ScriptedSampler
 
 

@@ -49,25 +49,52 @@ class SamplingConfig:
 
 @dataclass
 class VLLMConfig:
-    # colocated `vllm` backend
-    # share of GPU memory vLLM takes (its weights + KV cache); on a CPU, of host RAM, unless
-    # engine_kwargs sets kv_cache_memory_bytes
+    """The `vllm` (colocated engine) and `vllm-server` samplers' settings."""
+
     gpu_memory_utilization: float = 0.3
-    max_model_len: int | None = None  # None: the model config's context length
-    enable_sleep_mode: bool | None = None  # free vLLM's GPU memory while the update runs; None: where the platform can (GPUs)
-    weight_sync: Literal["lora", "merged"] = "lora"  # serve the adapter, or push merged weights each step
-    max_lora_rank: int = 64  # at least PolicyConfig.lora_r
-    enable_prefix_caching: bool = True  # the n completions of a prompt share its KV cache
-    engine_kwargs: dict | None = None  # further `vllm.LLM` arguments, e.g. {enforce_eager: true, kv_cache_memory_bytes: 268435456}
-    # both backends
-    adapter_dir: str | None = None  # adapters are saved here each sync (the server must read it); None: a temp dir
-    keep_adapters: int = 2  # newest snapshots kept on disk
-    # `vllm-server` backend
+    """vllm: share of the GPU's memory the engine may hold (weights + KV cache); at start-up at least this much must be
+    free beside the trainer. On a CPU, of host RAM, unless engine_kwargs sets kv_cache_memory_bytes."""
+    max_model_len: int | None = None
+    """vllm: the engine's context length; None: the model config's."""
+    enable_sleep_mode: bool | None = None
+    """vllm: the engine sleeps while the trainer updates (its GPU memory given back) and wakes to sample; None: where
+    the platform can (GPUs)."""
+    sleep_level: int = 1
+    """vllm: 1: weights to host memory and back, KV cache dropped; 2: weights dropped too, and copied again from the
+    trainer's policy on waking (GPU to GPU)."""
+    weight_sync: Literal["lora", "merged"] = "lora"
+    """vllm: serve the trainer's LoRA adapter (saved each step), or push the weights with the adapter merged in."""
+    max_lora_rank: int = 64
+    """vllm: the largest adapter rank the engine serves: at least PolicyConfig.lora_r."""
+    enable_prefix_caching: bool = True
+    """vllm: the n completions of a prompt share its KV cache."""
+    load_from_trainer: bool = True
+    """vllm: the engine starts with placeholder weights (load_format dummy: nothing read from disk) and takes every
+    weight from the trainer's policy, so the two are one policy (random-init stand-ins included); False: the
+    engine reads the checkpoint itself."""
+    language_model_only: bool = True
+    """vllm: a vision-language checkpoint (Qwen3.5) runs its language model alone, with no vision tower, image
+    processor or image slots: the policy is prompted with text only."""
+    gdn_prefill_backend: Literal["flashinfer", "triton", "cutedsl"] | None = None
+    """vllm: Gated DeltaNet (Qwen3.5, Qwen3-Next) prefill kernel; None: FlashInfer's where flashinfer.gdn_prefill is
+    installed, else Triton's (vLLM's own default on Hopper is FlashInfer, which dies where it is missing)."""
+    engine_kwargs: dict | None = None
+    """vllm: further `vllm.LLM` arguments, which win over the ones above, e.g. {enforce_eager: true,
+    kv_cache_memory_bytes: 268435456}."""
+    adapter_dir: str | None = None
+    """Both: adapters are saved here each sync (the server must read it); None: a temporary folder."""
+    keep_adapters: int = 2
+    """Both: newest adapter snapshots kept on disk."""
     base_url: str = "http://127.0.0.1:8000/v1"
-    api_key_env: str | None = None  # name of the env var holding the server's key (never the key: configs are logged)
+    """vllm-server: the server's OpenAI-compatible URL."""
+    api_key_env: str | None = None
+    """vllm-server: name of the environment variable holding the server's key (never the key: configs are logged)."""
     request_timeout_s: float = 3600.0
+    """vllm-server: seconds one request may take."""
     max_concurrent_requests: int = 32
-    split_generations: bool = False  # n requests of n=1 per prompt: each completion returns as it ends
+    """vllm-server: requests in flight at once."""
+    split_generations: bool = False
+    """vllm-server: n requests of n=1 per prompt, so each completion returns as it ends."""
 
 
 @dataclass

@@ -7,10 +7,19 @@ Completions finish in any order; rows of the batch stay grouped by prompt. Log-p
 `lit_watercolour.sampling.base` (vLLM's own are `sampler_logps`; the policy's forward runs only
 with `need_logps`).
 
-Adapter sync: after every optimizer step the peft adapter is saved to a fresh folder and vLLM
-is told to use it under a new name and integer id (vLLM caches adapters by id, so reusing one
-would keep serving the old weights). The colocated engine can instead take merged weights
-(`weight_sync="merged"`, `policy.merged_weights`) for models whose LoRA vLLM cannot serve.
+Weights: the engine starts with placeholder weights (`load_format="dummy"`) and takes every
+weight from the trainer's policy through its worker (`vllm_worker.TrainerWeights`; on a GPU as
+CUDA IPC handles to the trainer's own tensors, copied GPU to GPU), so sampler and trainer are one
+policy, random-init stand-ins included. Adapter sync: after every optimizer step the peft adapter
+is saved to a fresh folder and vLLM is told to use it under a new name and integer id (vLLM caches
+adapters by id, so reusing one would keep serving the old weights); a trainer LoRA target the
+engine has no LoRA layer for is refused at start-up. `weight_sync="merged"` pushes the weights
+with the adapter folded in instead, for models whose LoRA vLLM cannot serve.
+
+Colocation: with sleep mode the engine sleeps between batches (level 1: its weights in host
+memory, KV cache dropped), so the trainer's update has the GPU, and wakes to sample.
+A vision-language checkpoint (Qwen3.5) runs text-only, and Gated DeltaNet models get a prefill
+kernel that is installed (`engine_arguments`).
 
 Seeds: each row's request carries a seed drawn from torch's global RNG, so a run seeded with
 `seed_everything` samples the same completions again, and DDP ranks (seeded apart) different ones.
@@ -18,14 +27,17 @@ Seeds: each row's request carries a seed drawn from torch's global RNG, so a run
 
 from __future__ import annotations
 
+import importlib.util
+import pickle
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from lit_watercolour.policy import merged_weights
 from lit_watercolour.sampling.base import (
@@ -73,24 +85,19 @@ class AdapterSnapshot:
 class AdapterSnapshots:
     """Saves the policy's adapter to a new folder per sync and names it with the next id."""
 
-    def __init__(self, root: str | None = None, keep: int = 2, prefix: str = "policy") -> None:
+    def __init__(self, root: str | None = None, keep: int = 2) -> None:
         self._tmp = None if root is not None else tempfile.TemporaryDirectory(prefix="lit-watercolour-adapters-")
         self.root = Path(root if root is not None else self._tmp.name)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.keep, self.prefix = max(1, keep), prefix
+        self.keep = max(1, keep)
         self.saved: list[AdapterSnapshot] = []
 
-    def save(self, model: torch.nn.Module, merged: bool = False) -> AdapterSnapshot:
-        """The adapter (a peft folder), or with `merged` the base weights with it merged in (model.safetensors)."""
+    def save(self, model: torch.nn.Module) -> AdapterSnapshot:
+        """The adapter, as a peft folder."""
         int_id = self.saved[-1].int_id + 1 if self.saved else 1
-        name = f"{self.prefix}-{int_id}"
+        name = f"policy-{int_id}"
         path = self.root / name
-        if merged:
-            path.mkdir(parents=True, exist_ok=True)
-            # own copies: safetensors refuses tensors that share storage
-            save_file({n: t.to("cpu", copy=True) for n, t in merged_weights(model)}, path / "model.safetensors")
-        else:
-            model.save_pretrained(path)  # a PeftModel writes only the adapter
+        model.save_pretrained(path)  # a PeftModel writes only the adapter
         snap = AdapterSnapshot(name=name, int_id=int_id, path=str(path.resolve()))
         self.saved.append(snap)
         # the previous one may still be read by a request in flight on the server
@@ -105,11 +112,11 @@ class EngineSampler:
     rows an engine finished (in any order) made into a `SampleBatch`."""
 
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig,
-                 need_logps: bool, snapshot_prefix: str = "policy") -> None:
+                 need_logps: bool) -> None:
         self.model, self.tokenizer, self.config, self.vllm_config = model, tokenizer, config, vllm_config
         self.need_logps = need_logps
         self.stop_ids = stop_token_ids(model, tokenizer)
-        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters, prefix=snapshot_prefix)
+        self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters)
         self.adapter: AdapterSnapshot | None = None
 
     def batch(self, prompt_ids: list[list[int]], n: int, done: dict[int, Completion], start: float) -> SampleBatch:
@@ -124,25 +131,107 @@ class EngineSampler:
 # --- the colocated engine -----------------------------------------------------------------------
 
 
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def base_model_path(model: torch.nn.Module) -> str:
-    """The folder or Hub id the policy's base weights came from: vLLM loads them itself."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    """The folder or Hub id the policy's base weights came from, for an engine that reads them itself."""
+    base = base_model(model)
     path = getattr(base, "name_or_path", "") or getattr(base.config, "_name_or_path", "")
     if not path:
         raise ValueError(
-            "the vllm backend loads the base model from disk, and this policy was built in memory: "
-            "point policy.model at a transformers folder (tiny_models.save_tiny_policy writes one)"
+            "the vllm backend with load_from_trainer=False loads the base model from disk, and this policy was "
+            "built in memory: point policy.model at a transformers folder (tiny_models.save_tiny_policy writes one)"
         )
     return path
+
+
+def has_gated_deltanet(config) -> bool:
+    """Whether the model has Gated DeltaNet (linear-attention) layers, whose prefill kernel vLLM picks."""
+    text = getattr(config, "text_config", config)
+    return "linear_attention" in (getattr(text, "layer_types", None) or [])
+
+
+def installed_gdn_prefill_backend() -> str:
+    """FlashInfer's GDN prefill kernel where it is installed, else Triton's (FLA's, in vLLM)."""
+    if importlib.util.find_spec("flashinfer") is not None and importlib.util.find_spec("flashinfer.gdn_prefill"):
+        return "flashinfer"
+    return "triton"
+
+
+def engine_arguments(model_path: str, hf_config, dtype: torch.dtype, vllm_config: VLLMConfig, lora: bool,
+                     sleep_mode: bool) -> dict:
+    """The `vllm.LLM` keyword arguments for the policy whose config is `hf_config`, saved (config and
+    tokenizer, weights optional) at `model_path`. `engine_kwargs` win over everything here."""
+    c = vllm_config
+    args = dict(
+        model=model_path,
+        dtype=str(dtype).removeprefix("torch."),
+        gpu_memory_utilization=c.gpu_memory_utilization,
+        max_model_len=c.max_model_len,
+        enable_sleep_mode=sleep_mode,
+        enable_prefix_caching=c.enable_prefix_caching,
+        enable_lora=lora,
+        max_lora_rank=c.max_lora_rank,
+        max_loras=1,
+        logprobs_mode="processed_logprobs",
+        worker_extension_cls="lit_watercolour.sampling.vllm_worker.TrainerWeights",
+    )
+    if c.load_from_trainer:
+        args["load_format"] = "dummy"  # the trainer's weights follow (`load_trainer_weights`)
+    if c.language_model_only and hasattr(hf_config, "vision_config"):
+        args.update(language_model_only=True, limit_mm_per_prompt={"image": 0, "video": 0})
+    if has_gated_deltanet(hf_config):
+        args["gdn_prefill_backend"] = c.gdn_prefill_backend or installed_gdn_prefill_backend()
+    return {**args, **(c.engine_kwargs or {})}
+
+
+def save_engine_folder(model: torch.nn.Module, tokenizer, path: Path) -> str:
+    """The policy's config, generation config and tokenizer, without weights: what an engine with
+    placeholder weights reads."""
+    base = base_model(model)
+    config = base.config.to_dict()  # a model built from a config has no `architectures`: vLLM picks its class by it
+    type(base.config).from_dict({**config, "architectures": [type(base).__name__]}).save_pretrained(path)
+    if base.generation_config is not None:
+        base.generation_config.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def base_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The base model's weights under its own names, the adapter left out."""
+    for name, param in model.named_parameters():
+        if "lora_" not in name and "modules_to_save" not in name:
+            yield name.removeprefix("base_model.model.").replace(".base_layer", "").replace(".original_module", ""), param.detach()
+
+
+def checkpoint_weights(model: torch.nn.Module, merged: bool, skip_vision: bool) -> Iterator[tuple[str, torch.Tensor]]:
+    """The policy's weights as its checkpoint names them (what vLLM's loader reads): the base's, or with
+    `merged` the adapter folded in. transformers' fused MoE experts come back as the checkpoint's
+    per-expert tensors, views of the fused ones."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    base = base_model(model)
+    for name, tensor in merged_weights(model) if merged else base_weights(model):
+        if skip_vision and "visual" in name.split("."):
+            continue
+        yield from revert_weight_conversion(base, {name: tensor}).items()
+
+
+def weight_payload(weights: Iterator[tuple[str, torch.Tensor]]) -> bytes:
+    """`TrainerWeights.load_trainer_weights`'s argument: CUDA tensors as IPC handles (the worker reads them in
+    place, GPU to GPU), others by value."""
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    return pickle.dumps([(name, reduce_tensor(t) if t.is_cuda else t.contiguous()) for name, t in weights])
 
 
 class VLLMSampler(EngineSampler):
     """A `vllm.LLM` beside the trainer (its engine in its own processes), using the latest adapter.
 
-    Merged mode (`weight_sync="merged"`) writes the merged weights to a folder under
-    `adapter_dir` each sync and has vLLM's worker reload them from there (`reload_weights`),
-    so the engine stays out of the training process, whose threads and RNG it would reset.
-    For large models put `adapter_dir` on a RAM disk. Call `close()` when done.
+    `phases` lists (phase, start, end) on `time.perf_counter` for every wake, generation, sleep and
+    weight load, for benchmarks to time and attribute memory to. Call `close()` when done.
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig,
@@ -153,49 +242,87 @@ class VLLMSampler(EngineSampler):
         from vllm.sampling_params import RequestOutputKind
 
         self.lora = vllm_config.weight_sync == "lora"
-        super().__init__(model, tokenizer, config, vllm_config, need_logps, "policy" if self.lora else "merged")
+        super().__init__(model, tokenizer, config, vllm_config, need_logps)
         self.SamplingParams, self.LoRARequest = vllm.SamplingParams, LoRARequest
         self.final_only = RequestOutputKind.FINAL_ONLY
         sleep = vllm_config.enable_sleep_mode
         self.sleep_mode = current_platform.is_sleep_mode_available() if sleep is None else sleep
-        dtype = next(model.parameters()).dtype
-        self.llm = vllm.LLM(
-            model=base_model_path(model),
-            dtype=str(dtype).removeprefix("torch."),
-            gpu_memory_utilization=vllm_config.gpu_memory_utilization,
-            max_model_len=vllm_config.max_model_len,
-            enable_sleep_mode=self.sleep_mode,
-            enable_prefix_caching=vllm_config.enable_prefix_caching,
-            enable_lora=self.lora,
-            max_lora_rank=vllm_config.max_lora_rank,
-            max_loras=1,
-            logprobs_mode="processed_logprobs",
-            **(vllm_config.engine_kwargs or {}),
-        )
-        self.asleep = False
-        self.sync_weights(model)  # the policy may start from a trained adapter
+        if vllm_config.sleep_level not in (1, 2):
+            raise ValueError(f"VLLMConfig.sleep_level must be 1 or 2, got {vllm_config.sleep_level}")
+        self.phases: list[tuple[str, float, float]] = []
+        self.llm, self.asleep = None, False
+        base = base_model(model)
+        self.skip_vision = vllm_config.language_model_only and hasattr(base.config, "vision_config")
+        self._folder = tempfile.TemporaryDirectory(prefix="lit-watercolour-engine-")
+        path = (save_engine_folder(model, tokenizer, Path(self._folder.name)) if vllm_config.load_from_trainer
+                else base_model_path(model))
+        args = engine_arguments(path, base.config, next(model.parameters()).dtype, vllm_config, self.lora, self.sleep_mode)
+        try:
+            self.llm = vllm.LLM(**args)
+            if vllm_config.load_from_trainer:
+                self.load_trainer_weights(model)  # placeholder weights until now
+            self.sync_weights(model)  # the policy may start from a trained adapter
+            if self.lora:
+                self.check_lora_targets()
+        except BaseException:
+            self.close()
+            raise
         self._sleep()
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases.append((name, start, time.perf_counter()))
+
+    def load_trainer_weights(self, model: torch.nn.Module) -> None:
+        """Copy the policy's weights into the engine (with the adapter merged in unless the engine serves it)."""
+        with self.phase("weight_load"):
+            weights = checkpoint_weights(model, merged=not self.lora, skip_vision=self.skip_vision)
+            self.llm.collective_rpc("load_trainer_weights", args=(weight_payload(weights),))
+            self.llm.reset_prefix_cache()
+
+    def check_lora_targets(self) -> None:
+        """Refuse a trainer LoRA target the engine cannot serve: vLLM would drop it and sample another policy."""
+        try:
+            (missing,) = set(map(tuple, self.llm.collective_rpc("lora_modules_not_served", args=(self.adapter.path,))))
+        except ValueError as e:  # vLLM's own check: a module name it has no LoRA layer for anywhere
+            raise ValueError(f"vLLM cannot serve this policy's LoRA adapter: {e}. Leave these modules out of "
+                             "PolicyConfig.target_modules, or sample with weight_sync='merged' or sampler 'hf'") from e
+        if missing:
+            raise ValueError(
+                f"vLLM has no LoRA layer for {len(missing)} of the trainer's LoRA target modules in this architecture "
+                f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}); it would sample without them. "
+                "Leave them out of PolicyConfig.target_modules, or sample with weight_sync='merged' or sampler 'hf'")
 
     def _sleep(self) -> None:
         if self.sleep_mode and not self.asleep:
-            self.llm.sleep(level=1)  # weights to CPU, KV cache dropped: the GPU is the trainer's
+            with self.phase("sleep"):
+                self.llm.sleep(level=self.vllm_config.sleep_level)  # the GPU is the trainer's until the next batch
             self.asleep = True
 
     def _wake(self) -> None:
-        if self.asleep:
-            self.llm.wake_up()
-            self.asleep = False
+        if not self.asleep:
+            return
+        with self.phase("wake"):
+            if self.vllm_config.sleep_level == 2:  # the weights were dropped: the trainer's again, then the cache
+                self.llm.wake_up(tags=["weights"])
+                self.load_trainer_weights(self.model)
+                self.llm.wake_up(tags=["kv_cache"])
+            else:
+                self.llm.wake_up()
+        self.asleep = False
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model
-        snap = self.snapshots.save(model, merged=not self.lora)
         if self.lora:
-            self.adapter = snap
-            return
-        self._wake()
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": snap.path})
-        self.llm.reset_prefix_cache()
-        self._sleep()
+            self.adapter = self.snapshots.save(model)
+        elif not (self.asleep and self.vllm_config.sleep_level == 2):  # else loaded on waking
+            self._wake()
+            self.load_trainer_weights(model)
+            self._sleep()
 
     def sampling_params(self, seed: int):
         c = self.config
@@ -218,23 +345,24 @@ class VLLMSampler(EngineSampler):
         lora = self.LoRARequest(**self.adapter.lora_request_args()) if self.lora else None
         self._wake()
         engine = self.llm.llm_engine
-        # one request per row, not n per request: vLLM reports a request when all its n are done
-        rows: dict[str, int] = {}
-        for row, seed in enumerate(row_seeds(len(prompts) * n)):
-            request_id = f"{start:.6f}-{row}"
-            rows[request_id] = row
-            (prompt,) = engine.renderer.render_cmpl([{"prompt_token_ids": ids[row // n]}])
-            engine.add_request(request_id, prompt, self.sampling_params(seed), lora_request=lora)
         done: dict[int, Completion] = {}
-        while engine.has_unfinished_requests():
-            for out in engine.step():
-                if not out.finished:
-                    continue
-                row, c = rows[out.request_id], out.outputs[0]
-                tokens = list(c.token_ids)
-                done[row] = Completion(tokens, [step[t].logprob for step, t in zip(c.logprobs, tokens)])
-                if on_completion is not None:
-                    on_completion(row, decode(self.tokenizer, tokens, self.stop_ids))
+        with self.phase("generate"):
+            # one request per row, not n per request: vLLM reports a request when all its n are done
+            rows: dict[str, int] = {}
+            for row, seed in enumerate(row_seeds(len(prompts) * n)):
+                request_id = f"{start:.6f}-{row}"
+                rows[request_id] = row
+                (prompt,) = engine.renderer.render_cmpl([{"prompt_token_ids": ids[row // n]}])
+                engine.add_request(request_id, prompt, self.sampling_params(seed), lora_request=lora)
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if not out.finished:
+                        continue
+                    row, c = rows[out.request_id], out.outputs[0]
+                    tokens = list(c.token_ids)
+                    done[row] = Completion(tokens, [step[t].logprob for step, t in zip(c.logprobs, tokens)])
+                    if on_completion is not None:
+                        on_completion(row, decode(self.tokenizer, tokens, self.stop_ids))
         self._sleep()
         return self.batch(ids, n, done, start)
 
@@ -244,3 +372,4 @@ class VLLMSampler(EngineSampler):
             # past vLLM's 5 s grace for its worker, so the engine reaps it and frees its shared memory
             self.llm.llm_engine.engine_core.shutdown(timeout=15)
             self.llm = None
+        self._folder.cleanup()

@@ -240,14 +240,3 @@ def tiny_qwen3_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, visi
     cfg = config_cls(text_config=text, vision_config=vision, tie_word_embeddings=False, **_token_ids(tok))
     torch.manual_seed(seed)
     return model_cls(cfg).eval(), build_processor(Qwen3VLProcessor, tok, patch_size=16)
-
-
-def tiny_hpsv3(seed: int = 0, **sizes):
-    """(HPSv3Model, processor): HPSv3's reward head on a tiny random-init Qwen2-VL, with `<|Reward|>` added."""
-    from lit_watercolour.rewards.hpsv3 import HPSv3Model, add_reward_token
-
-    backbone, processor = tiny_qwen2_vl(seed=seed, **sizes)
-    token = add_reward_token(processor)
-    backbone.resize_token_embeddings(len(processor.tokenizer))
-    torch.manual_seed(seed + 1)
-    return HPSv3Model(backbone, token).eval(), processor

@@ -1,0 +1,39 @@
+"""What the colocated sampler asks of vLLM's worker process: mixed into it with
+`worker_extension_cls="lit_watercolour.sampling.vllm_worker.TrainerWeights"` and called by name
+through `LLM.collective_rpc`. Imported only inside the engine's worker.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import torch
+
+
+class TrainerWeights:
+    """Methods vLLM's worker gains (`self` is the worker: `self.model_runner.model` is the engine's model)."""
+
+    def load_trainer_weights(self, payload: bytes) -> None:
+        """Load the trainer's weights, checkpoint-named: (name, tensor) pairs, or on a GPU (name, (rebuild, args))
+        CUDA IPC handles to the trainer's own tensors, read in place. vLLM's in-place reload loads each layer
+        and redoes what it does after loading (kernel layouts), as for a checkpoint."""
+        pairs = pickle.loads(payload)
+        weights = ((name, t if isinstance(t, torch.Tensor) else t[0](*t[1])) for name, t in pairs)
+        self.model_runner.reload_weights(weights_iterator=weights)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the trainer may free or change its tensors once this returns
+
+    def lora_modules_not_served(self, lora_path: str) -> list[str]:
+        """The adapter's modules (vLLM's names) that the engine has no LoRA layer for: vLLM would load the
+        adapter and silently leave them out."""
+        from vllm.lora.request import LoRARequest
+
+        manager = self.model_runner.lora_manager
+        lora = manager._load_adapter(LoRARequest("target-check", 2**31 - 1, lora_path))
+        layers = manager._adapter_manager
+        served = set()
+        for name in layers.modules:
+            prefix, _, last = name.rpartition(".")
+            served.add(name)
+            served.update(f"{prefix}.{part}" for part in layers.packed_modules_mapping.get(last, []))
+        return sorted(set(lora.loras) - served)
