@@ -10,6 +10,8 @@ each, the two take turns, `--repeats` times, with the same torch seeds (the warm
     .venv-vllm/bin/python scripts/bench_sampler.py                  # the default run, CPU
     python scripts/bench_sampler.py --preset qwen3-4b --device cuda --dtype bfloat16 \
         --max-completion-length 2048 --enforce-eager false          # random-init 4B on a GPU
+    python scripts/bench_sampler.py --preset qwen3.5-moe-3b --device cuda --dtype bfloat16 \
+        --max-completion-length 2048 --enforce-eager false --min-tokens 2048  # Qwen3.5-MoE, full-length rows
 
 `--preset` (scripts/bench_step.py's shapes) builds a random-init model and saves it to a
 temporary folder, which vLLM loads. Each measurement prints a JSON line; the last line is the
@@ -22,6 +24,7 @@ import argparse
 import json
 import statistics
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,6 +63,8 @@ def main() -> None:
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=None, help="default: the default config's")
     ap.add_argument("--merge-adapter", type=lambda s: s.lower() == "true", default=None, help="hf: default: the config's")
+    ap.add_argument("--min-tokens", type=int, default=0,
+                    help="rows run at least this long (the policy's generation_config.min_new_tokens): a random model's EOS cannot end them")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup-length", type=int, default=64, help="tokens per row of the uncounted warm-up")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the trainer process (the default run's 1)")
@@ -71,12 +76,19 @@ def main() -> None:
     ap.add_argument("--logps", action="store_true",
                     help="the samplers also return the trainer's log-probs, as for num_iterations > 1 (vLLM: one more forward)")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda but no CUDA device is visible")
+    if "vllm" in args.backends:
+        from lit_watercolour.sampling.vllm import require_vllm
+
+        require_vllm()  # before the model is built, not after
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory(prefix="bench-sampler-") as tmp:
         folder = model_folder(args, tmp)
         model, tokenizer = load_policy(PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=False))
         model.to(args.device)
+        model.get_base_model().generation_config.min_new_tokens = args.min_tokens or None
         sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=args.merge_adapter)
         engine = {"enforce_eager": args.enforce_eager}
         kv_gib = args.kv_cache_gib if args.kv_cache_gib is not None else (0.25 if args.device == "cpu" else None)
@@ -96,10 +108,15 @@ def main() -> None:
             for repeat in range(args.repeats):
                 for name, sampler in samplers.items():
                     torch.manual_seed(repeat)
+                    batch_start = time.perf_counter()
                     batch = sampler.sample([prompt], args.num_generations)
                     tokens = int(batch.num_tokens.sum())
                     row = {"backend": name, "repeat": repeat, "tokens": tokens, "seconds": round(batch.seconds, 3),
                            "tokens_per_s": round(tokens / batch.seconds, 1)}
+                    phases = getattr(sampler, "phases", [])  # the engine's wake, generation and sleep of this batch
+                    for phase, a, b in phases[-3:]:
+                        if a >= batch_start:
+                            row[f"{phase}_s"] = round(b - a, 3)
                     if batch.sampler_logps is not None and batch.logps is not None:  # vLLM's nucleus log-probs against the trainer's
                         diff = (batch.sampler_logps - batch.logps)[batch.completion_mask.bool()]
                         row.update(logp_diff_mean=round(float(diff.abs().mean()), 5), logp_diff_max=round(float(diff.abs().max()), 5))

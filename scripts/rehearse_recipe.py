@@ -34,7 +34,12 @@ then a summary. `--max-minutes` starts no step that would end past that many min
     python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled before update N, rendered and scored during it
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
-    python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe  # the recipe path, CPU sizes
+    python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe --sampler hf  # the recipe path, CPU sizes
+    python scripts/rehearse_recipe.py --policy-shapes recipe --sampler vllm --steps 3  # H200: the colocated engine
+
+With `--sampler vllm` (the recipe config's) each step also reports the engine's phases (`phase/*`: wake, generate,
+sleep, the update between them) with the GPU's peak memory in use by all processes during each (a thread samples
+it), and the run ends with a table of them.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import asyncio
 import importlib.util
 import json
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -90,6 +96,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--completion-length", type=int, default=None, help="default 2048 (--tiny: 32)")
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
+    ap.add_argument("--sampler", choices=["hf", "vllm"], default=None,
+                    help="the policy's sampler (default: the config's, vllm): vllm colocates an engine that sleeps during the update")
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
                     help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
@@ -108,9 +116,12 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
+    model["sampler"] = args.sampler or model.get("sampler", "hf")
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
         model["cpu_threads"] = 1  # tiny kernels: more threads only fight Chromium for the cores
+        # a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
+        model["vllm"] = {**(model.get("vllm") or {}), "engine_kwargs": {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20}}
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
                    default_root_dir=str(args.out),
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
@@ -169,13 +180,54 @@ def linear_attention_kernels() -> dict:
     return {name: "installed" if importlib.util.find_spec(name) else "torch fallback" for name in ("fla", "causal_conv1d")}
 
 
+class DeviceMemory:
+    """The GPU's memory in use by every process (the trainer and vLLM's engine), sampled on a thread every
+    `period_s`, so that each phase's peak can be read off afterwards (`peak(start, end)`, perf_counter times)."""
+
+    def __init__(self, device: torch.device, period_s: float = 0.005) -> None:
+        self.device, self.period_s = device, period_s
+        self.samples: list[tuple[float, int]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="device-memory", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        torch.cuda.set_device(self.device)
+        while not self.stopped.wait(self.period_s):
+            free, total = torch.cuda.mem_get_info(self.device)
+            self.samples.append((time.perf_counter(), total - free))
+
+    def peak_gib(self, start: float, end: float) -> float:
+        inside = [used for t, used in self.samples if start - self.period_s <= t <= end + self.period_s]
+        return round(max(inside, default=0) / 2**30, 2)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+
+def phase_table(rows: list[dict]) -> str:
+    """Per phase: mean seconds and the highest device memory over the steps after the first (all if one)."""
+    later = rows[1:] or rows
+    names = sorted({k.removeprefix("phase/").removesuffix("_s") for r in later for k in r if k.startswith("phase/") and k.endswith("_s")})
+    lines = [f"{'phase':<14}{'mean s':>10}{'peak GiB':>10}"]
+    for name in names:
+        seconds = [r[f"phase/{name}_s"] for r in later if f"phase/{name}_s" in r]
+        peak = max((r.get(f"phase/{name}_peak_gib", 0.0) for r in later), default=0.0)
+        lines.append(f"{name:<14}{sum(seconds) / len(seconds):>10.2f}{peak:>10.2f}")
+    return "\n".join(lines)
+
+
 class StandIns(pl.Callback):
     """Puts the replayed text in front of the policy's sampler, and reports the policy's build and each step's figures."""
 
-    def __init__(self, completion_length: int, max_minutes: float, start: float, report: Report) -> None:
+    def __init__(self, completion_length: int, max_minutes: float, start: float, report: Report,
+                 memory: DeviceMemory | None) -> None:
         self.completion_length, self.budget_s, self.start, self.report = completion_length, max_minutes * 60, start, report
+        self.memory = memory
         self.steps: list[dict] = []
         self.setup_at = start
+        self.phases_seen = 0
 
     def setup(self, trainer, pl_module, stage) -> None:
         self.setup_at = time.perf_counter()  # the policy is built after this (configure_model), on the device
@@ -188,6 +240,12 @@ class StandIns(pl.Callback):
                  "policy_device": str(next(policy.parameters()).device), "policy_dtype": str(next(policy.parameters()).dtype)}
         if torch.cuda.is_available() and pl_module.device.type == "cuda":
             built["memory_allocated_gib"] = round(torch.cuda.memory_allocated(pl_module.device) / 2**30, 2)
+        sampler = pl_module.sampler
+        for name, a, b in getattr(sampler, "phases", []):  # the engine's start-up: the trainer's weights, first sleep
+            built[f"sampler_start/{name}_s"] = round(b - a, 3)
+            if self.memory is not None:
+                built[f"sampler_start/{name}_peak_gib"] = self.memory.peak_gib(a, b)
+        self.phases_seen = len(getattr(sampler, "phases", []))
         self.report(built)
         # a random-init policy would stop at a random end-of-turn token: sample the full length
         policy.get_base_model().generation_config.min_new_tokens = self.completion_length
@@ -203,6 +261,7 @@ class StandIns(pl.Callback):
                "judge_failures": m.get("reward/judge/failures"),
                "gate_reasons": dict(Counter(r.gate.reason for r in outputs["step"].batch.rollouts)),
                "elapsed_s": round(time.perf_counter() - self.start, 1)}
+        row.update(self.phase_figures(pl_module, m))
         self.steps.append(row)
         self.report(row)
         if self.budget_s > 0 and row["elapsed_s"] + m.get("time/step_s", 0.0) > self.budget_s:
@@ -210,10 +269,31 @@ class StandIns(pl.Callback):
             trainer.should_stop = True
 
 
+    def phase_figures(self, pl_module, m: dict) -> dict:
+        """This step's engine phases (wake, generate, sleep, weight loads) and the update: seconds and peak device memory."""
+        spans = []
+        phases = getattr(pl_module.sampler.inner, "phases", [])
+        for name, a, b in phases[self.phases_seen:]:
+            spans.append((name, a, b))
+        self.phases_seen = len(phases)
+        origin = pl_module.timeline.origin
+        spans.append(("update", origin + m["time/at/update_start_s"], origin + m["time/at/update_end_s"]))
+        out: dict = {}
+        for name, a, b in spans:
+            out[f"phase/{name}_s"] = round(out.get(f"phase/{name}_s", 0.0) + b - a, 3)
+            if self.memory is not None:
+                out[f"phase/{name}_peak_gib"] = max(out.get(f"phase/{name}_peak_gib", 0.0), self.memory.peak_gib(a, b))
+        return out
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
+    if (args.sampler or yaml.safe_load(args.config.read_text())["model"].get("sampler")) == "vllm":
+        from lit_watercolour.sampling.vllm import require_vllm
+
+        require_vllm()  # before minutes of set-up, not after
     from lit_watercolour.__main__ import WatercolourCLI
     from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
     from lit_watercolour.rewards.transformers_judge import TransformersJudge
@@ -234,18 +314,24 @@ def main(argv=None) -> dict:
         for term in cli.model.reward_mix.terms:
             if isinstance(term, HPSv3Scorer):
                 term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
-        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report)
+        memory = DeviceMemory(device) if args.device == "cuda" else None
+        stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report, memory)
         cli.trainer.callbacks.append(stand_ins)
         renderer = webgl_renderer(cfg["model"].get("render") or {})
         policy = cfg["model"]["policy"]
         report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
+                "sampler": cfg["model"]["sampler"],
                 "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],
                 "completion_length": cfg["model"]["sampling"]["max_completion_length"],
                 "render_pages": cfg["model"]["render_pool_size"], "device": args.device,
                 "linear_attention": linear_attention_kernels(), "torch": torch.__version__,
                 "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
                 "startup_s": round(time.perf_counter() - t0, 1)})
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        try:
+            cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        finally:
+            if memory is not None:
+                memory.close()
         params = sum(p.numel() for p in cli.model.policy_model.parameters())
         trainable = sum(p.numel() for p in cli.model.policy_model.parameters() if p.requires_grad)
     steps = stand_ins.steps
@@ -258,6 +344,7 @@ def main(argv=None) -> dict:
         "wall_s": round(time.perf_counter() - t0, 1),
     }
     report({"summary": summary})
+    print(phase_table(steps), flush=True)
     return summary
 
 

@@ -15,7 +15,7 @@ import rehearse_recipe  # noqa: E402
 
 def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
     summary = rehearse_recipe.main(["--device", "cpu", "--tiny", "--policy-shapes", "recipe", "--steps", "1",
-                                    "--completion-length", "8", "--render-pages", "2", "--out", str(tmp_path)])
+                                    "--completion-length", "8", "--render-pages", "2", "--sampler", "hf", "--out", str(tmp_path)])
     lines = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()]
     setup, built, step, last = lines
     assert setup["policy"]["vocab_size"] == 248320 and setup["policy"]["layer_types"][-1] == "full_attention"
@@ -32,7 +32,7 @@ def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
 
 def test_rehearsal_with_max_staleness_1_reports_busy_and_idle_per_step(tmp_path):
     rehearse_recipe.main(["--device", "cpu", "--tiny", "--steps", "2", "--completion-length", "8", "--render-pages", "2",
-                          "--max-staleness", "1", "--out", str(tmp_path)])
+                          "--max-staleness", "1", "--sampler", "hf", "--out", str(tmp_path)])
     steps = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()][2:4]
     assert [s["staleness"] for s in steps] == [0.0, 1.0]  # the first step on-policy, the second one behind
     assert steps[1]["time/at/sampling_end_s"] <= steps[0]["time/at/update_start_s"]  # sampled before update 1

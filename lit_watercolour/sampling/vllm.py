@@ -219,7 +219,7 @@ def checkpoint_weights(model: torch.nn.Module, merged: bool, skip_vision: bool) 
         yield from revert_weight_conversion(base, {name: tensor}).items()
 
 
-def weight_payload(weights: Iterator[tuple[str, torch.Tensor]]) -> bytes:
+def weight_payload(weights: list[tuple[str, torch.Tensor]]) -> bytes:
     """`TrainerWeights.load_trainer_weights`'s argument: CUDA tensors as IPC handles (the worker reads them in
     place, GPU to GPU), others by value."""
     from torch.multiprocessing.reductions import reduce_tensor
@@ -247,6 +247,7 @@ class VLLMSampler(EngineSampler):
         self.final_only = RequestOutputKind.FINAL_ONLY
         sleep = vllm_config.enable_sleep_mode
         self.sleep_mode = current_platform.is_sleep_mode_available() if sleep is None else sleep
+        self.on_gpu = current_platform.is_cuda_alike()
         if vllm_config.sleep_level not in (1, 2):
             raise ValueError(f"VLLMConfig.sleep_level must be 1 or 2, got {vllm_config.sleep_level}")
         self.phases: list[tuple[str, float, float]] = []
@@ -279,9 +280,14 @@ class VLLMSampler(EngineSampler):
 
     def load_trainer_weights(self, model: torch.nn.Module) -> None:
         """Copy the policy's weights into the engine (with the adapter merged in unless the engine serves it)."""
+        if self.on_gpu and next(model.parameters()).device.type != "cuda":
+            raise ValueError("the vllm sampler copies the policy's weights GPU to GPU: move the policy to the GPU "
+                             "before building it")
         with self.phase("weight_load"):
-            weights = checkpoint_weights(model, merged=not self.lora, skip_vision=self.skip_vision)
+            # held until the worker has read them: a CUDA IPC handle does not keep its tensor alive
+            weights = list(checkpoint_weights(model, merged=not self.lora, skip_vision=self.skip_vision))
             self.llm.collective_rpc("load_trainer_weights", args=(weight_payload(weights),))
+            del weights
             self.llm.reset_prefix_cache()
 
     def check_lora_targets(self) -> None:
@@ -307,6 +313,8 @@ class VLLMSampler(EngineSampler):
         if not self.asleep:
             return
         with self.phase("wake"):
+            if self.on_gpu:  # the trainer's cached free blocks (the update's peak) back to the GPU, for the engine
+                torch.cuda.empty_cache()
             if self.vllm_config.sleep_level == 2:  # the weights were dropped: the trainer's again, then the cache
                 self.llm.wake_up(tags=["weights"])
                 self.load_trainer_weights(self.model)
@@ -328,6 +336,8 @@ class VLLMSampler(EngineSampler):
         c = self.config
         return self.SamplingParams(
             n=1,
+            # as `generate` honours it (random-init stand-ins run their full length)
+            min_tokens=min(base_model(self.model).generation_config.min_new_tokens or 0, c.max_completion_length),
             temperature=c.temperature,
             top_p=c.top_p,
             top_k=c.top_k if c.top_k > 0 else -1,  # -1: off, in every vLLM version

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Pack everything a GPU run needs that the GPU machine lacks (it has Python 3.12, torch 2.11 cu130,
+# transformers; no network, no Chromium, no node) into as few device calls as possible. One call
+# carries at most 64 MiB, the project's tracked tree included, so the parts are byte slices of one
+# stream, one ignored folder each (.gpupart1 .. .gpupartN, PART_MIB MiB at most), carried one per
+# call, back to back; scripts/gpu/install.sh puts them together. Run from the project's root:
+#     bash scripts/gpu/make_payload.sh [COMPONENT...]
+# Components (default: vllm chromium fla trl):
+#   vllm      vLLM 0.26.0 (the newest built for torch 2.11) and the small wheels `import vllm` and an offline
+#             LLM with LoRA need; what Hopper does not load is cut from the wheel (FlashAttention 2's
+#             library, the Rust frontend, DeepGEMM for other Pythons, Blackwell attention sources)
+#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of ../shared/tools/gpu-chromium
+#             (.devchr1-3, .gl; made here first if missing, which needs .venv and renderer/node_modules)
+#   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
+#             over the machine's torch (no dependencies); Triton's Blackwell ptxas and static CUPTI libraries cut
+#   trl       trl 1.16.0, for the benchmarks' TRL side (no dependencies)
+#   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
+# The wheels are unpacked into one site folder and compressed together (zstd -19 --long), with a zstd
+# binary beside it for the machine, which has none.
+set -euo pipefail
+ROOT=$(git rev-parse --show-toplevel); cd "$ROOT"
+HERE=$(cd "$(dirname "$0")" && pwd)
+PART_MIB=${PART_MIB:-50}
+CHROMIUM_TOOL=${CHROMIUM_TOOL:-$ROOT/../shared/tools/gpu-chromium}
+COMPONENTS=("$@"); [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(vllm chromium fla trl)
+VLLM_DEPS=(pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 cbor2==6.3.0
+      pyzmq==27.3.0 openai-harmony openai==2.54.0 sniffio==1.3.1 jiter==0.19.0 distro msgspec==0.23.0
+      pybase64==1.5.1 cachetools==8.0.2 llguidance==1.7.6 xgrammar==0.2.7 apache-tvm-ffi==0.1.10
+      fastapi==0.136.3 starlette==1.10.0 partial-json-parser==0.2.1.1.post7 compressed-tensors==0.17.0
+      loguru==0.7.3 depyf==0.20.0 astor==0.8.1 dill==0.4.1)
+PLATFORMS=()
+for p in manylinux_2_39 manylinux_2_35 manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_24 \
+         manylinux_2_17 manylinux2014 manylinux1; do PLATFORMS+=(--platform "${p}_x86_64"); done
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+mkdir -p "$W/whl" "$W/site" "$W/out"
+download() {
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${PLATFORMS[@]}" --platform any -d "$W/whl" "$@"
+}
+for c in "${COMPONENTS[@]}"; do
+  case $c in
+  vllm)
+    download vllm==0.26.0 "${VLLM_DEPS[@]}"
+    (cd "$W/whl" && zip -q -d vllm-*.whl 'vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so' 'vllm/vllm-rs' \
+      'vllm/third_party/deep_gemm/_C.cpython-31[0134]-*' 'vllm/third_party/fmha_sm100/*.h*' \
+      'vllm/third_party/fmha_sm100/*/*' 'vllm/entrypoints/serve/instrumentator/static/swagger-ui-bundle.js');;
+  fla)
+    download triton==3.7.1 flash-linear-attention==0.6.0 fla-core==0.6.0
+    (cd "$W/whl" && zip -q -d triton-*.whl 'triton/backends/nvidia/bin/ptxas-blackwell' \
+      'triton/backends/nvidia/lib/cupti/*_static.a' 'triton/instrumentation/libGPUInstrumentationTestLib.so');;
+  trl) download trl==1.16.0;;
+  bnb) download "bitsandbytes==${BNB_VERSION:-0.49.2}";;
+  chromium)
+    if [ ! -d .devchr1 ] || [ ! -d .devchr2 ] || [ ! -d .devchr3 ] || [ ! -d .gl ]; then
+      bash "$CHROMIUM_TOOL/make_payload.sh"
+    fi
+    mkdir -p "$W/out/chromium" && cp -r .devchr1 .devchr2 .devchr3 .gl "$W/out/chromium/";;
+  *) echo "unknown component $c (vllm chromium fla trl bnb)"; exit 2;;
+  esac
+done
+if ls "$W"/whl/*.whl >/dev/null 2>&1; then
+  echo "$(ls "$W/whl" | wc -l) wheels, $(du -cm "$W"/whl/*.whl | tail -1 | cut -f1) MiB zipped"
+  python3 - "$W/whl" "$W/site" <<'PY'
+import pathlib, sys, zipfile
+for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):  # a wheel is a zip of its files
+    zipfile.ZipFile(wheel).extractall(sys.argv[2])
+PY
+  tar -C "$W/site" -cf - . | zstd -q -19 --long=27 -T0 -o "$W/out/site.tar.zst"
+  mkdir -p "$W/out/zstd" && cp -L "$(command -v zstd)" "$W/out/zstd/"
+  ldd "$(command -v zstd)" | awk '/=>/{print $3}' | grep -v -E 'libc\.so|libm\.so|libpthread|ld-linux' \
+    | while read -r so; do cp -L "$so" "$W/out/zstd/"; done
+fi
+printf '%s\n' "${COMPONENTS[@]}" > "$W/out/components"
+tar -C "$W/out" -cf "$W/payload.tar" .
+split -b "${PART_MIB}M" -d -a 2 "$W/payload.tar" "$W/part."
+EXCLUDE="$(git rev-parse --git-common-dir)/info/exclude"
+grep -qx '/.gpupart*/' "$EXCLUDE" 2>/dev/null || echo '/.gpupart*/' >> "$EXCLUDE"
+rm -rf .gpupart[0-9]*
+n=0
+for part in "$W"/part.*; do
+  n=$((n + 1)); mkdir ".gpupart$n"; mv "$part" ".gpupart$n/payload.$(basename "$part" | cut -d. -f2)"
+done
+sha=$(sha256sum "$W/payload.tar" | cut -d' ' -f1)
+for d in .gpupart*/; do  # every part knows the whole: whichever comes first knows what to wait for
+  { echo "parts=$n"; echo "sha256=$sha"; echo "components=\"${COMPONENTS[*]}\""; } > "$d/manifest"
+done
+tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+echo "components: ${COMPONENTS[*]}; $n parts of at most $PART_MIB MiB (the tracked tree: $((tree >> 20)) MiB):"
+du -sm .gpupart*/
+echo "device calls: $n, call k carrying [\".gpupart<k>\"]: bash scripts/gpu/install.sh && source /opt/lw/env.sh && <command>"
