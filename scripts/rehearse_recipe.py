@@ -110,18 +110,16 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model["max_staleness"] = args.max_staleness
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
-        model["cpu_threads"] = 1  # tiny kernels: more threads only fight Chromium for the cores
+        model["threads"] = {"update": 1}  # tiny kernels: more threads only fight Chromium for the cores
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
                    default_root_dir=str(args.out),
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
     for cb in model["rewards"] + trainer["callbacks"]:
         init = cb.setdefault("init_args", {})
         name = cb["class_path"].rsplit(".", 1)[-1]
-        if name == "PairwiseJudge":
+        if name == "JudgeTerm":
             init["pool"] = args.pool
             init["backend"]["init_args"] = {**init["backend"]["init_args"], "base_url": judge_url, "api_key_env": ""}
-        elif name == "HPSv3Scorer":
-            init["lazy"] = True  # the stand-in is put in before fit
         elif name == "AdapterCheckpoint":
             init["dirpath"] = str(args.out / "checkpoints")
     return cfg
@@ -215,7 +213,7 @@ def main(argv=None) -> dict:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
     from lit_watercolour.__main__ import WatercolourCLI
-    from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
+    from lit_watercolour.rewards.hpsv3 import HPSv3Term
     from lit_watercolour.rewards.transformers_judge import TransformersJudge
     from lit_watercolour.offline.tiny_models import tiny_qwen3_vl
     from lit_watercolour.offline.tiny_scorers import tiny_hpsv3
@@ -232,14 +230,14 @@ def main(argv=None) -> dict:
         cli = WatercolourCLI(args=["--config", f.name], run=False)
         hps_model, hps_processor = tiny_hpsv3(seed=0)
         for term in cli.model.reward_mix.terms:
-            if isinstance(term, HPSv3Scorer):
-                term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
+            if isinstance(term, HPSv3Term):  # the stand-in, given as a model the term keeps (its setup loads nothing)
+                term.model, term.processor, term.owned = hps_model.to(device), hps_processor, False
         stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report)
         cli.trainer.callbacks.append(stand_ins)
         renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
         policy = cfg["model"]["policy"]
         report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
-                "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],
+                "judge_url": server.base_url, "generations": cfg["model"]["grpo"]["num_generations"],
                 "completion_length": cfg["model"]["sampling"]["max_completion_length"],
                 "render_pages": cfg["model"]["render_pool_size"], "device": args.device,
                 "linear_attention": linear_attention_kernels(), "torch": torch.__version__,

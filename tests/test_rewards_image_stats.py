@@ -7,14 +7,15 @@ import pytest
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.image_stats import ImageStatsScorer, image_stats
+from terms import ready
+from lit_watercolour.rewards.image_stats import ImageStatsTerm, image_stats
 from lit_watercolour.rewards.pool import ReferencePool
 from lit_watercolour.records import RenderResult, Rollout
 
 
 @pytest.fixture(scope="module")
 def scorer():
-    return ImageStatsScorer()
+    return ready(ImageStatsTerm())
 
 
 def as_rollouts(pngs):
@@ -30,29 +31,30 @@ def blend(a: bytes, b: bytes, t: float) -> bytes:
 
 def test_tiers_of_the_shipped_pool_are_ordered(scorer):
     pool = ReferencePool.load()
-    mean = {t: scorer.score(as_rollouts([r.png for r in pool.by_tier[t]])).mean().item() for t in pool.tiers}
+    scored = {t: scorer.score(as_rollouts([r.png for r in pool.by_tier[t]])) for t in pool.tiers}
+    mean = {t: s.values.mean().item() for t, s in scored.items()}
     assert mean["love"] > mean["meh"] + 0.15 and mean["okay"] > mean["meh"] + 0.15
-    assert set(scorer.last_metrics) >= {"mean", "std", "paper", "softness", "layering", "palette", "style"}
+    assert set(scored["love"].metrics) >= {"mean", "std", "paper", "softness", "layering", "palette", "style"}
 
 
 def test_scores_vary_smoothly_without_plateaus(scorer):
     pool = ReferencePool.load()
     love, meh = pool.by_tier["love"][0].png, pool.by_tier["meh"][0].png
-    s = scorer.score(as_rollouts([blend(love, meh, t) for t in np.linspace(0, 1, 11)])).tolist()
+    s = scorer.score(as_rollouts([blend(love, meh, t) for t in np.linspace(0, 1, 11)])).values.tolist()
     steps = np.diff(s)
     assert len(set(round(v, 6) for v in s)) == 11  # every step of the blend changes the score
     assert np.abs(steps).max() < 0.12  # and none jumps
-    group = scorer.score(as_rollouts([r.png for r in pool.by_tier["love"]])).tolist()
+    group = scorer.score(as_rollouts([r.png for r in pool.by_tier["love"]])).values.tolist()
     assert len(set(round(v, 6) for v in group)) == len(group)  # a group of similar paintings still spreads
 
 
 def test_blank_and_missing_renders(scorer):
     buf = io.BytesIO()
     Image.new("RGB", (512, 512), "#fbf7ee").save(buf, format="PNG")
-    s = scorer.score([*as_rollouts([buf.getvalue(), ReferencePool.load().by_tier["love"][0].png]),
+    s, metrics = scorer.score([*as_rollouts([buf.getvalue(), ReferencePool.load().by_tier["love"][0].png]),
                       Rollout("x", "", 0, 0, render=RenderResult(png=None))])
     assert s[0] < s[1] - 0.2 and math.isnan(s[2].item())
-    assert s.dtype == torch.float32 and scorer.last_metrics["missing"] == 1
+    assert s.dtype == torch.float32 and metrics["missing"] == 1
 
 
 def test_fast_on_512_renders():
@@ -90,7 +92,7 @@ def test_clean_colour_penalises_mud_not_light_tints_or_greens(scorer):
     mud = scorer.parts(washes(["#6b5b4b", "#7a6a55", "#5e5346"]))["clean"]
     assert min(clean, tints, greens) > 0.85 and mud < 0.3
     assert mud < two_mud < one_mud < clean
-    s = scorer.score(as_rollouts([washes(["#f08a6c", "#e8735a", "#c2185b"]), washes(["#6b5b4b", "#7a6a55", "#5e5346"])]))
+    s = scorer.score(as_rollouts([washes(["#f08a6c", "#e8735a", "#c2185b"]), washes(["#6b5b4b", "#7a6a55", "#5e5346"])])).values
     assert s[0] > s[1]
     pool = ReferencePool.load()
     tier = {t: np.mean([scorer.parts(r.png)["clean"] for r in pool.by_tier[t]]) for t in pool.tiers}
@@ -104,8 +106,8 @@ def test_pool_scale_puts_an_empty_sheet_at_zero_and_the_pools_best_at_one(scorer
 
     pool = ReferencePool.load()
     refs = [r.png for t in ("love", "okay") for r in pool.by_tier[t]]
-    scaled = scorer.score(as_rollouts([empty_sheet(), *refs]))
-    raw = ImageStatsScorer(pool_scale=False).score(as_rollouts([empty_sheet(), *refs]))
+    scaled = scorer.score(as_rollouts([empty_sheet(), *refs])).values
+    raw = ready(ImageStatsTerm(pool_scale=False)).score(as_rollouts([empty_sheet(), *refs])).values
     assert scaled[0].item() == 0.0 and scaled[1:].max().item() == pytest.approx(1.0)
     assert raw[1:].max().item() == pytest.approx(scorer.one) and raw[0].item() == pytest.approx(scorer.zero)
     assert raw[0].item() == pytest.approx(mean_of(scorer.parts(empty_sheet()))) and raw[0].item() > 0.3
