@@ -10,7 +10,6 @@ group i // n); T tokens of the longest completion.
 from __future__ import annotations
 
 import io
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -75,13 +74,17 @@ class Rollout:
 
 @dataclass
 class RolloutBatch:
-    """One step's rollouts on this rank: sampled, extracted, gated, rendered."""
+    """One step's rollouts on this rank: sampled, extracted, gated, rendered and (in fit and validate) scored."""
 
     samples: SampleBatch  # prompt ids/mask [N, P], completion ids/mask and log-probs [N, T]
     rollouts: list[Rollout]  # [N], row i of `samples`
-    metrics: dict[str, float]  # time/* of sampling and rendering
+    metrics: dict[str, float]  # time/* of sampling, rendering and scoring; the reward terms' metrics
     policy_version: int = 0  # the optimizer step count of the weights that sampled it
-    streamed: list[dict[str, Future]] = field(default_factory=list)  # [N] term name -> its score_row, under way
+    # [N, T] the sampling policy's log-probs, the importance ratio's denominator: kept when an older policy
+    # sampled the batch or it is used for several optimizer steps; None on-policy (the ratio is then 1)
+    old_logps: Tensor | None = None
+    rewards: Tensor | None = None  # [N] the reward mix, NaN where missing; None when nothing scored it
+    scores: dict[str, Tensor] = field(default_factory=dict)  # term name -> [N], 0 where a gated term skipped
 
 
 @dataclass

@@ -97,10 +97,11 @@ def micro_batches(samples: SampleBatch, size: int):
 
 def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig, c: SamplingConfig,
                   optim: OptimConfig, optimizer, scheduler, backward: Callable[[Tensor], None],
-                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n, stale: bool = False) -> dict[str, float]:
+                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n, old_logps: Tensor | None = None) -> dict[str, float]:
     """One optimizer step over the whole rollout batch. `world_tokens`: this rank's token count ->
-    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL). `stale`: an older policy
-    sampled the batch (`GRPOModule.max_staleness`), so the sampler's log-probs are the ratio's denominator."""
+    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL). `old_logps` [N, T]: the
+    sampling policy's log-probs, the ratio's denominator, where the batch is reused or an older policy
+    sampled it (`RolloutBatch.old_logps`); None on-policy."""
     mask = samples.completion_mask.float()
     if g.mask_truncated_completions:
         mask = grpo.mask_truncated_completions(mask, samples.truncated)
@@ -121,9 +122,8 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
         if g.beta != 0.0:
             with torch.no_grad(), model.disable_adapter():
                 ref = completion_logps(model, *args)[0]
-        # on-policy (num_iterations 1) the ratio is exactly 1, as in TRL; the sampler's own
-        # log-probs are the old policy only when the batch is reused or an older policy sampled it
-        old = samples.logps[sl, :c_len] if g.num_iterations > 1 or stale else None
+        # on-policy the ratio is exactly 1, as in TRL
+        old = old_logps[sl, :c_len] if old_logps is not None else None
         m = m.to(logps.device)
         weights = None
         if g.importance_sampling_cap is not None and samples.sampler_logps is not None:

@@ -119,7 +119,7 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model["sampler"] = args.sampler or model.get("sampler", "hf")
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
-        model["cpu_threads"] = 1  # tiny kernels: more threads only fight Chromium for the cores
+        model["threads"] = {"update": 1}  # tiny kernels: more threads only fight Chromium for the cores
         # a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
         model["vllm"] = {**(model.get("vllm") or {}), "engine_kwargs": {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20}}
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
@@ -128,11 +128,9 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     for cb in model["rewards"] + trainer["callbacks"]:
         init = cb.setdefault("init_args", {})
         name = cb["class_path"].rsplit(".", 1)[-1]
-        if name == "PairwiseJudge":
+        if name == "JudgeTerm":
             init["pool"] = args.pool
             init["backend"]["init_args"] = {**init["backend"]["init_args"], "base_url": judge_url, "api_key_env": ""}
-        elif name == "HPSv3Scorer":
-            init["lazy"] = True  # the stand-in is put in before fit
         elif name == "AdapterCheckpoint":
             init["dirpath"] = str(args.out / "checkpoints")
     return cfg
@@ -295,7 +293,7 @@ def main(argv=None) -> dict:
 
         require_vllm()  # before minutes of set-up, not after
     from lit_watercolour.__main__ import WatercolourCLI
-    from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
+    from lit_watercolour.rewards.hpsv3 import HPSv3Term
     from lit_watercolour.rewards.transformers_judge import TransformersJudge
     from lit_watercolour.offline.tiny_models import tiny_qwen3_vl
     from lit_watercolour.offline.tiny_scorers import tiny_hpsv3
@@ -312,8 +310,8 @@ def main(argv=None) -> dict:
         cli = WatercolourCLI(args=["--config", f.name], run=False)
         hps_model, hps_processor = tiny_hpsv3(seed=0)
         for term in cli.model.reward_mix.terms:
-            if isinstance(term, HPSv3Scorer):
-                term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
+            if isinstance(term, HPSv3Term):  # the stand-in, given as a model the term keeps (its setup loads nothing)
+                term.model, term.processor, term.owned = hps_model.to(device), hps_processor, False
         memory = DeviceMemory(device) if args.device == "cuda" else None
         stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report, memory)
         cli.trainer.callbacks.append(stand_ins)
@@ -321,7 +319,7 @@ def main(argv=None) -> dict:
         policy = cfg["model"]["policy"]
         report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
                 "sampler": cfg["model"]["sampler"],
-                "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],
+                "judge_url": server.base_url, "generations": cfg["model"]["grpo"]["num_generations"],
                 "completion_length": cfg["model"]["sampling"]["max_completion_length"],
                 "render_pages": cfg["model"]["render_pool_size"], "device": args.device,
                 "linear_attention": linear_attention_kernels(), "torch": torch.__version__,

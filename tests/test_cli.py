@@ -57,13 +57,36 @@ def test_recipe_config_parses():
     assert (m["policy"]["lora_r"], m["policy"]["lora_alpha"], m["policy"]["lora_dropout"]) == (16, 32, 0.0)
     assert m["policy"]["target_modules"] == "all-linear" and m["policy"]["gradient_checkpointing"]
     assert (m["sampling"]["top_p"], m["sampling"]["top_k"], m["sampling"]["max_completion_length"]) == (0.95, 20, 8192)
-    assert m["grpo_config"]["num_generations"] == 8 and m["grpo_config"]["micro_batch_size"] == 1
-    assert m["grpo_config"]["scale_rewards"] == "none"
+    assert m["grpo"]["num_generations"] == 8 and m["grpo"]["micro_batch_size"] == 1
+    assert m["grpo"]["scale_rewards"] == "none"
     assert (m["optim"]["lr"], m["optim"]["lr_scheduler"], m["optim"]["warmup_steps"]) == (5e-5, "constant_with_warmup", 5)
     assert c["trainer"]["max_steps"] == 110 and c["data"]["subjects"] == ["a peach hibiscus"]
     terms = {cb["class_path"].rsplit(".", 1)[-1]: cb["init_args"] for cb in c["model"]["rewards"]}
-    assert {"GateTerm", "LengthTerm", "PairwiseJudge", "HPSv3Scorer"} <= set(terms)
-    assert terms["PairwiseJudge"]["references"] == 4
+    assert {"GateTerm", "LengthTerm", "JudgeTerm", "HPSv3Term"} <= set(terms)
+    assert terms["JudgeTerm"]["references"] == 4
+
+
+def test_old_names_are_accepted_with_a_warning(tmp_path, recwarn):
+    """`grpo_config`, the two `cpu_threads` and the reward classes' old names still build the same run, each
+    with a FutureWarning."""
+    from lit_watercolour.__main__ import WatercolourCLI
+    from lit_watercolour.rewards import ImageStatsTerm
+
+    config = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
+    config["model"]["grpo_config"] = config["model"].pop("grpo")
+    threads = config["model"].pop("threads")
+    config["model"]["cpu_threads"], config["model"]["sampling"]["cpu_threads"] = threads["update"], threads["sampling"]
+    config["model"]["rewards"][2]["class_path"] = "lit_watercolour.rewards.image_stats.ImageStatsScorer"
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(config))
+    cli = WatercolourCLI(args=["--config", str(tmp_path / "old.yaml")], run=False)
+    assert cli.model.grpo_config.num_generations == 8 and cli.model.grpo_config.scale_rewards == "group"
+    assert isinstance(cli.model.reward_mix.terms[2], ImageStatsTerm)
+    assert (cli.model.threads.update, cli.model.threads.sampling) == (threads["update"], threads["sampling"])
+    said = [str(w.message) for w in recwarn if issubclass(w.category, FutureWarning)]
+    assert any("grpo_config is now model.grpo" in m for m in said), said
+    assert any("ImageStatsScorer is now ImageStatsTerm" in m for m in said), said
+    assert any("model.cpu_threads is now model.threads.update" in m for m in said), said
+    assert any("model.sampling.cpu_threads is now model.threads.sampling" in m for m in said), said
 
 
 def test_default_config_and_environment(monkeypatch):

@@ -6,14 +6,15 @@ import pytest
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.image_stats import SIZE, ImageStatsScorer, image_stats
+from terms import ready
+from lit_watercolour.rewards.image_stats import SIZE, ImageStatsTerm, image_stats
 from lit_watercolour.rewards.pool import ReferencePool
 from lit_watercolour.records import RenderResult, Rollout
 
 
 @pytest.fixture(scope="module")
 def scorer():
-    return ImageStatsScorer()
+    return ready(ImageStatsTerm())
 
 
 def as_rollouts(pngs):
@@ -29,29 +30,30 @@ def blend(a: bytes, b: bytes, t: float) -> bytes:
 
 def test_tiers_of_the_shipped_pool_are_ordered(scorer):
     pool = ReferencePool.load()
-    mean = {t: scorer.score(as_rollouts([r.png for r in pool.by_tier[t]])).mean().item() for t in pool.tiers}
+    scored = {t: scorer.score(as_rollouts([r.png for r in pool.by_tier[t]])) for t in pool.tiers}
+    mean = {t: s.values.mean().item() for t, s in scored.items()}
     assert mean["love"] > mean["meh"] + 0.15 and mean["okay"] > mean["meh"] + 0.15
-    assert set(scorer.last_metrics) >= {"mean", "std", "paper", "softness", "layering", "palette", "style"}
+    assert set(scored["love"].metrics) >= {"mean", "std", "paper", "softness", "layering", "palette", "style"}
 
 
 def test_scores_vary_smoothly_without_plateaus(scorer):
     pool = ReferencePool.load()
     love, meh = pool.by_tier["love"][0].png, pool.by_tier["meh"][0].png
-    s = scorer.score(as_rollouts([blend(love, meh, t) for t in np.linspace(0, 1, 11)])).tolist()
+    s = scorer.score(as_rollouts([blend(love, meh, t) for t in np.linspace(0, 1, 11)])).values.tolist()
     steps = np.diff(s)
     assert len(set(round(v, 6) for v in s)) == 11  # every step of the blend changes the score
     assert np.abs(steps).max() < 0.12  # and none jumps
-    group = scorer.score(as_rollouts([r.png for r in pool.by_tier["love"]])).tolist()
+    group = scorer.score(as_rollouts([r.png for r in pool.by_tier["love"]])).values.tolist()
     assert len(set(round(v, 6) for v in group)) == len(group)  # a group of similar paintings still spreads
 
 
 def test_blank_and_missing_renders(scorer):
     buf = io.BytesIO()
     Image.new("RGB", (512, 512), "#fbf7ee").save(buf, format="PNG")
-    s = scorer.score([*as_rollouts([buf.getvalue(), ReferencePool.load().by_tier["love"][0].png]),
+    s, metrics = scorer.score([*as_rollouts([buf.getvalue(), ReferencePool.load().by_tier["love"][0].png]),
                       Rollout("x", "", 0, 0, render=RenderResult(png=None))])
     assert s[0] < s[1] - 0.2 and math.isnan(s[2].item())
-    assert s.dtype == torch.float32 and scorer.last_metrics["missing"] == 1
+    assert s.dtype == torch.float32 and metrics["missing"] == 1
 
 
 def test_statistics_are_computed_at_a_fixed_size():
@@ -89,7 +91,7 @@ def test_clean_colour_penalises_mud_not_light_tints_or_greens(scorer):
     mud = scorer.parts(washes(["#6b5b4b", "#7a6a55", "#5e5346"]))["clean"]
     assert min(clean, tints, greens) > 0.85 and mud < 0.3
     assert mud < two_mud < one_mud < clean
-    s = scorer.score(as_rollouts([washes(["#f08a6c", "#e8735a", "#c2185b"]), washes(["#6b5b4b", "#7a6a55", "#5e5346"])]))
+    s = scorer.score(as_rollouts([washes(["#f08a6c", "#e8735a", "#c2185b"]), washes(["#6b5b4b", "#7a6a55", "#5e5346"])])).values
     assert s[0] > s[1]
     pool = ReferencePool.load()
     tier = {t: np.mean([scorer.parts(r.png)["clean"] for r in pool.by_tier[t]]) for t in pool.tiers}
@@ -109,10 +111,10 @@ def test_pool_scale_puts_a_blank_render_at_zero_and_the_pools_best_at_one(scorer
     refs = [r.png for t in ("love", "okay") for r in pool.by_tier[t]]
     others = [r.png for r in pool.by_tier["meh"]] + [blend(blank.png, refs[0], t) for t in (0.2, 0.5, 0.8)]
     pngs = [blank.png, *refs, *others]
-    raw = ImageStatsScorer(pool_scale=False).score(as_rollouts(pngs))
+    raw = ready(ImageStatsTerm(pool_scale=False)).score(as_rollouts(pngs)).values
     zero, one = raw[0].item(), raw[1:1 + len(refs)].max().item()
     assert one - zero > 0.2
-    scaled = scorer.score(as_rollouts(pngs))
+    scaled = scorer.score(as_rollouts(pngs)).values
     torch.testing.assert_close(scaled, ((raw - zero) / (one - zero)).clamp(0, 1), atol=1e-5, rtol=0)
     assert scaled[0].item() == 0.0 and scaled[1:1 + len(refs)].max().item() == pytest.approx(1.0)
     assert 0 < scaled[-2].item() < scaled[-1].item() < 1  # part-way blends land in between, in order

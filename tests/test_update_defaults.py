@@ -11,7 +11,7 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 from lit_watercolour.kernels import compile as kcompile
 from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
 from lit_watercolour.policy import PolicyConfig, completion_logps, decoder_layers, load_policy
-from lit_watercolour.tiny_models import tiny_config
+from lit_watercolour.offline.tiny_models import tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
