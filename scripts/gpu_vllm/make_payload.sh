@@ -8,7 +8,7 @@
 # library: Hopper runs FlashAttention 3; the optional Rust frontend; DeepGEMM's builds for other
 # Pythons; the Blackwell attention kernels' C++ sources), without recompressing anything, and splits
 # the wheels into ignored folders .gpuvllm1, .gpuvllm2, ... of at most PART_MIB (default 55) MiB.
-# install.sh beside this file puts them back together on the machine (README.md, "vLLM").
+# install.sh beside this file puts them back together on the machine (docs/vllm.md, "Install").
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel); cd "$ROOT"
 PART_MIB=${PART_MIB:-55}
