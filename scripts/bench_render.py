@@ -21,7 +21,7 @@ p5.brush's last flush) and the canvas is read with toDataURL.
 
 Every pool logs the WebGL renderer string it got; read it before reading a row (see
 ../shared/tools/gpu-chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
-Measurements are in README.md ("Rendering").
+Measurements are in docs/results.md; what they mean in docs/rendering.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ safetensors, tokenizer, generation config).
 
     python scripts/make_tiny_policy.py --out lit_watercolour/assets/tiny_policy  # add --device cuda where a GPU is
 
-The shipped checkpoint is these defaults with --device cuda (timings in the README). Fewer steps
+The shipped checkpoint is these defaults with --device cuda (timings in docs/results.md). Fewer steps
 give a policy that writes valid sketches but blurs the corpus's qualities into one average wash,
 which leaves GRPO little to learn.
 """

@@ -52,6 +52,14 @@ class AdapterCheckpoint(ModelCheckpoint):
 
     def __init__(self, hub_repo: str | None = None, hub_private: bool = True, save_on_exception: bool = True,
                  **kwargs) -> None:
+        """
+        Args:
+            hub_repo: A Hub model repo (or a local folder, which gets a copy) the last adapter goes to at the end
+                of fit; None: none.
+            hub_private: Create that repo private.
+            save_on_exception: Save a checkpoint when fit stops on an exception (a SIGTERM included).
+            kwargs: ModelCheckpoint's arguments (dirpath, every_n_train_steps, save_last, ...).
+        """
         super().__init__(save_on_exception=save_on_exception, **kwargs)
         self.hub_repo, self.hub_private = hub_repo, hub_private
         self.last_adapter: Path | None = None

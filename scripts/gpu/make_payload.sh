@@ -13,7 +13,7 @@
 #             (.devchr1-3, .gl; made here first if missing, which needs .venv and renderer/node_modules)
 #   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
 #             over the machine's torch (no dependencies); Triton's Blackwell ptxas and static CUPTI libraries cut
-#   trl       trl 1.16.0, for the benchmarks' TRL side (no dependencies)
+#   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
 # The wheels are unpacked into one site folder and compressed together (zstd -19 --long), with a zstd
 # binary beside it for the machine, which has none.
@@ -48,7 +48,7 @@ for c in "${COMPONENTS[@]}"; do
     download triton==3.7.1 flash-linear-attention==0.6.0 fla-core==0.6.0
     (cd "$W/whl" && zip -q -d triton-*.whl 'triton/backends/nvidia/bin/ptxas-blackwell' \
       'triton/backends/nvidia/lib/cupti/*_static.a' 'triton/instrumentation/libGPUInstrumentationTestLib.so');;
-  trl) download trl==1.16.0;;
+  trl) download trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19;;  # GRPOTrainer imports datasets
   bnb) download "bitsandbytes==${BNB_VERSION:-0.49.2}";;
   chromium)
     if [ ! -d .devchr1 ] || [ ! -d .devchr2 ] || [ ! -d .devchr3 ] || [ ! -d .gl ]; then
@@ -65,7 +65,7 @@ import pathlib, sys, zipfile
 for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):  # a wheel is a zip of its files
     zipfile.ZipFile(wheel).extractall(sys.argv[2])
 PY
-  tar -C "$W/site" -cf - . | zstd -q -19 --long=27 -T0 -o "$W/out/site.tar.zst"
+  tar -C "$W/site" -cf - . | zstd -q "-${ZSTD_LEVEL:-19}" --long=27 -T0 -o "$W/out/site.tar.zst"
   mkdir -p "$W/out/zstd" && cp -L "$(command -v zstd)" "$W/out/zstd/"
   ldd "$(command -v zstd)" | awk '/=>/{print $3}' | grep -v -E 'libc\.so|libm\.so|libpthread|ld-linux' \
     | while read -r so; do cp -L "$so" "$W/out/zstd/"; done
