@@ -76,7 +76,7 @@ class GRPOModule(pl.LightningModule):
         sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
         vllm: VLLMConfig | None = None,  # vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder
         render_pool_size: int = 2,  # warm Chromium pages
-        render: RenderConfig | None = None,  # how each sketch renders: canvas, limits, browser, backend
+        render: RenderConfig = RenderConfig(),  # how each sketch renders: canvas, limits, browser, backend
         render_kwargs: dict | None = None,  # deprecated: the fields of `render` as a dict
         predict_generations: int = 1,  # paintings per subject in `predict`
         predict_dir: str = "paintings",
