@@ -88,7 +88,7 @@ class GRPOModule(pl.LightningModule):
         sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
         vllm: VLLMConfig | None = None,
         render_pool_size: int = 2,
-        render: RenderConfig | None = None,
+        render: RenderConfig = RenderConfig(),
         render_kwargs: dict | None = None,
         predict_generations: int = 1,
         predict_dir: str = "paintings",

@@ -105,7 +105,7 @@ def test_default_config_and_environment(monkeypatch):
     cfg = run(["fit", "--config", str(ROOT / "configs" / "tiny_random.yaml"), "--print_config"], ROOT)
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["save_dir"] == "runs/tiny_random"
-    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render"] is None
+    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render"]["pixel_density"] == 1.0
     assert c["trainer"]["max_steps"] == 3 and c["model"]["render_pool_size"] == 2  # the config beats the environment
 
 
