@@ -7,7 +7,7 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 from lit_watercolour.grpo import group_advantages
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
 from lit_watercolour.sampling import SampleBatch, SamplingConfig
-from lit_watercolour.tiny_models import save_tiny_policy
+from lit_watercolour.offline.tiny_models import save_tiny_policy
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update
 
 bnb = pytest.importorskip("bitsandbytes")
