@@ -313,7 +313,7 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
     model, tokenizer = load_policy(cfg, device.type)
     model.to(device)
     settings = update_defaults(cfg, model, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
-    G, mb = args.num_generations, settings.micro_batch_size
+    G, mb = args.num_generations, min(settings.micro_batch_size, args.num_generations)
     if G % mb:
         raise ValueError(f"--num-generations {G} is not a multiple of the micro-batch size {mb}")
     # transformers' generate: min_new_tokens forces full-length rows, and its calls are timed apart from the log-probs
@@ -355,11 +355,11 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         optimizer = bnb.optim.AdamW8bit(params, lr=1e-5, weight_decay=0.0)
     else:
         optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0, fused=device.type == "cuda")
-    losses = []  # each step's, beside its gradient norm: variants of one model must start alike
+    losses, mean_logps = [], []  # each step's, beside its gradient norm: variants of one model must start alike
 
     def forward_backward():
         model.train()
-        total = 0.0
+        total = logp_sum = 0.0
         for lo in range(0, G, mb):
             sl = slice(lo, lo + mb)
             logps, _ = completion_logps(model, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl],
@@ -368,8 +368,9 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
             loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
             with adapter_in_model_dtype(model, bool(v.autocast)):  # as update.policy_update
                 loss.backward()
-            total = total + loss.detach()
+            total, logp_sum = total + loss.detach(), logp_sum + (logps.detach() * mask[sl]).sum()
         losses.append(total)
+        mean_logps.append(logp_sum / num_items)  # how far a quantized base moves the policy's log-probs
 
     grad_norms = []  # each step's, read after the timing: variants of one model must agree on the first
 
@@ -413,7 +414,8 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         **update_figures(fwd_bwd, opt, all_tokens, update_flops(model, G, seq_len), args.peak_tflops),
         "micro_batch_size": mb, "peak_memory_update_gib": peak, "first_step_s": first_step_s, "compile_s": compile_s,
         "grad_norm_first_step": float(grad_norms[0]), "grad_norms": [round(float(n), 5) for n in grad_norms],
-        "losses": [round(float(x), 6) for x in losses], "settings": str(settings),
+        "losses": [round(float(x), 6) for x in losses], "mean_logps": [round(float(x), 5) for x in mean_logps],
+        "settings": str(settings),
     }
     del model, sampler, optimizer, batch
     return out
@@ -426,7 +428,8 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
     cfg = PolicyConfig(model=folder, dtype=args.dtype, attn_implementation=args.attn_implementation)
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg, tokenizer)
-    G, mb = args.num_generations, v.mb or args.micro_batch_size or TRL_MICRO_BATCH
+    G = args.num_generations
+    mb = min(v.mb or args.micro_batch_size or TRL_MICRO_BATCH, G)
     clock = Clock(device)
     steps: list[dict] = []
     profiler = contextlib.ExitStack()
@@ -594,9 +597,10 @@ def describe(v: Variant) -> str:
 
 def table(runs: list[dict]) -> str:
     """The update figures as a markdown table; "first step" is the warm-up step (compilation, autotuning),
-    "loss" and "grad norm" are the first step's (ours: variants of one model must start alike)."""
+    "logp" (the mean completion-token log-prob) and "grad norm" are the first step's (ours: variants of one model
+    must start alike; a quantized base moves both)."""
     lines = ["| model | run | length | mb | fwd+bwd s | tokens/s | optimizer s | peak GiB | MFU | first step s | compile s "
-             "| loss | grad norm |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| logp | grad norm |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         if "name" not in r:
             continue
@@ -604,11 +608,11 @@ def table(runs: list[dict]) -> str:
         if "error" in r:
             lines.append(head + f"| {r['error'][:80]} |||||||||")
             continue
-        loss = f"{r['losses'][0]:.5f}" if r.get("losses") else ""
+        logp = f"{r['mean_logps'][0]:.4f}" if r.get("mean_logps") else ""
         grad = f"{r['grad_norm_first_step']:.4f}" if "grad_norm_first_step" in r else ""
         lines.append(head + f"| {r['update_fwd_bwd_s']:.2f} | {r['update_tokens_per_s']:,.0f} | {r['optimizer_s']:.3f} "
                      f"| {r['peak_memory_update_gib']} | {100 * r['mfu']:.1f}% | {r.get('first_step_s', 0):.1f} "
-                     f"| {r.get('compile_s', '')} | {loss} | {grad} |")
+                     f"| {r.get('compile_s', '')} | {logp} | {grad} |")
     return "\n".join(lines)
 
 

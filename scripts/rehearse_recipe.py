@@ -33,6 +33,7 @@ then a summary. `--max-minutes` starts no step that would end past that many min
     python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps
     python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled before update N, rendered and scored during it
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
+    python scripts/rehearse_recipe.py --config configs/hibiscus_qwen3_4b.yaml --policy-shapes qwen3-4b  # the 4B recipe
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe --sampler hf  # the recipe path, CPU sizes
     python scripts/rehearse_recipe.py --policy-shapes recipe --sampler vllm --steps 3  # H200: the colocated engine
@@ -76,6 +77,9 @@ RECIPE_SHAPES = dict(
     layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)],
 )
 SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4)
+# --policy-shapes qwen3-4b (with --config configs/hibiscus_qwen3_4b.yaml): Qwen3-4B-Instruct-2507's public config, dense
+QWEN3_4B_SHAPES = dict(vocab_size=151936, hidden_size=2560, num_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                       head_dim=128, intermediate_size=9728, tie_word_embeddings=True, max_position_embeddings=40960)
 TINY_SHAPES = dict(hidden_size=64, num_layers=2)
 # --policy-shapes recipe --tiny: the recipe's vocabulary, layer pattern and routing at CPU sizes (the code path of the real run)
 TINY_RECIPE_SHAPES = {
@@ -92,7 +96,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke sizes: tiny policy, 32-token completions, fp32")
-    ap.add_argument("--policy-shapes", choices=["small", "recipe"], default="small")
+    ap.add_argument("--policy-shapes", choices=["small", "recipe", "qwen3-4b"], default="small")
     ap.add_argument("--completion-length", type=int, default=None, help="default 2048 (--tiny: 32)")
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
@@ -112,7 +116,10 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model, trainer = cfg["model"], cfg["trainer"]
     recipe = args.policy_shapes == "recipe"
     shapes = (TINY_RECIPE_SHAPES if recipe else TINY_SHAPES) if args.tiny else RECIPE_SHAPES if recipe else SMALL_SHAPES
-    model["policy"] = {**model["policy"], "tiny": "qwen3_5_moe", "tiny_config": shapes,
+    arch = "qwen3_5_moe"
+    if args.policy_shapes == "qwen3-4b":
+        arch, shapes = "qwen3", TINY_SHAPES if args.tiny else QWEN3_4B_SHAPES
+    model["policy"] = {**model["policy"], "tiny": arch, "tiny_config": shapes,
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness

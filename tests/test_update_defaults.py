@@ -3,6 +3,7 @@
 import functools
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -142,3 +143,41 @@ def test_compiled_layers_give_the_eager_numbers_and_report_compile_time(monkeypa
     assert compiled(model) == [True, True] and kcompile.compile_seconds() > before
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache")
     assert_same(result, eager_reference(), atol=1e-5, rtol=1e-4)
+
+
+def test_the_4b_recipe_is_the_recipe_on_a_4b_policy_with_the_shipped_update_defaults():
+    import yaml
+
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    recipe, small = (yaml.safe_load((configs / name).read_text()) for name in ("hibiscus_qwen35_a3b.yaml", "hibiscus_qwen3_4b.yaml"))
+    assert small["model"]["rewards"] == recipe["model"]["rewards"] and small["data"] == recipe["data"]
+    assert small["model"]["optim"] == recipe["model"]["optim"]
+    assert small["trainer"]["max_steps"] == recipe["trainer"]["max_steps"]
+    for key in ("temperature", "top_p", "top_k", "max_completion_length", "generation_batch_size"):
+        assert small["model"]["sampling"][key] == recipe["model"]["sampling"][key]
+    grpo = {k: v for k, v in recipe["model"]["grpo_config"].items() if k != "micro_batch_size"}
+    assert small["model"]["grpo_config"] == grpo  # the micro-batch size left to the defaults
+    policy = small["model"]["policy"]
+    assert policy["model"] == "Qwen/Qwen3-4B-Instruct-2507" and "checkpoint_keep" not in policy and "compile_layers" not in policy
+    assert {k: v for k, v in policy.items() if k != "model"} == \
+        {k: v for k, v in recipe["model"]["policy"].items() if k in policy and k != "model"}
+
+
+def test_a_compiled_qwen35_moe_keeps_its_linear_attention_eager(monkeypatch):
+    """Asked for on the Gated DeltaNet family, the layers compile around the linear-attention modules (graph breaks:
+    fla's Triton kernels are called, not traced) and give the eager numbers."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    torch._dynamo.reset()
+    results = []
+    for compile_layers in (False, True):
+        torch.manual_seed(0)
+        cfg = PolicyConfig(tiny="qwen3_5_moe", dtype="float32", compile_layers=compile_layers, tiny_config={"num_layers": 4})
+        model, _ = load_policy(cfg, "cuda")  # resolved as for a GPU; runs on the CPU
+        gdn = [m for m in model.modules() if type(m).__name__.endswith("GatedDeltaNet")]
+        assert len(gdn) == 3 and all(("forward" in vars(m)) == compile_layers for m in gdn)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results.append(logps_and_grads(model))
+        assert not [w for w in caught if "policy.compile_layers" in str(w.message)]
+        assert all(compiled(model)) == compile_layers
+    assert_same(results[1], results[0], atol=1e-5, rtol=1e-4)

@@ -4,13 +4,14 @@ Chosen by measurement (README, "The update step"; the dated tables live there wi
 - dense (every layer full attention, no experts) on CUDA: one row a micro-batch, attention kernel and
   output-projection matmuls kept through checkpointing, the decoder layers compiled (regional compilation:
   one layer's code, compiled once, serves every layer);
-- hybrid (Gated DeltaNet layers: the Qwen3.5 family, MoE or not) and MoE on CUDA: four rows a micro-batch
+- hybrid (Gated DeltaNet layers: the Qwen3.5 family, MoE or not) on CUDA, and MoE (full attention only: not
+  measured apart, it follows the measured Qwen3.5-MoE): four rows a micro-batch
   (the linear-attention glue and the experts' routing cost launches per micro-batch, so fewer, larger ones
   win), plain checkpointing (keeping more made the step slower), no compilation (tracing fla's Triton kernels
   did not finish warming up within a run's budget);
-- any family on a CPU: eight rows a micro-batch (one group at once: small kernels are launch-bound),
-  plain checkpointing, no compilation (it needs a C++ toolchain and minutes that a CPU run's small model
-  never wins back).
+- any family on a CPU: eight rows a micro-batch (one group at once, as the offline default config runs: a
+  small model's kernels are launch-bound), plain checkpointing, no compilation (it needs a C++ toolchain and
+  minutes that a CPU run's small model never wins back).
 Explicit values are honoured as given.
 """
 

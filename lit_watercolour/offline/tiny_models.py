@@ -93,7 +93,7 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
         tie_word_embeddings=False,
     )
     if arch == "qwen3":
-        return Qwen3Config(intermediate_size=2 * hidden_size, **common, **overrides)
+        return Qwen3Config(**{**common, "intermediate_size": 2 * hidden_size, **overrides})  # a real model's shapes win
     if arch == "qwen3_moe":
         moe = dict(moe_intermediate_size=hidden_size, num_experts=4, num_experts_per_tok=2)
         return Qwen3MoeConfig(intermediate_size=2 * hidden_size, **moe, **common, **overrides)
