@@ -294,7 +294,9 @@ class VLLMSampler(EngineSampler):
         """Refuse a trainer LoRA target the engine cannot serve: vLLM would drop it and sample another policy."""
         try:
             (missing,) = set(map(tuple, self.llm.collective_rpc("lora_modules_not_served", args=(self.adapter.path,))))
-        except ValueError as e:  # vLLM's own check: a module name it has no LoRA layer for anywhere
+        except Exception as e:  # vLLM's own check, raised through the RPC: a module name no layer of it has
+            if "expected target modules" not in str(e):
+                raise
             raise ValueError(f"vLLM cannot serve this policy's LoRA adapter: {e}. Leave these modules out of "
                              "PolicyConfig.target_modules, or sample with weight_sync='merged' or sampler 'hf'") from e
         if missing:

@@ -20,6 +20,7 @@ class TrainerWeights:
         pairs = pickle.loads(payload)
         weights = ((name, t if isinstance(t, torch.Tensor) else t[0](*t[1])) for name, t in pairs)
         self.model_runner.reload_weights(weights_iterator=weights)
+        retie_lm_heads(self.model_runner.model)
         if torch.cuda.is_available():
             torch.cuda.synchronize()  # the trainer may free or change its tensors once this returns
 
@@ -37,3 +38,14 @@ class TrainerWeights:
             served.add(name)
             served.update(f"{prefix}.{part}" for part in layers.packed_modules_mapping.get(last, []))
         return sorted(set(lora.loras) - served)
+
+
+def retie_lm_heads(model: torch.nn.Module) -> None:
+    """An LM head tied to the input embeddings loads nothing of its own, so vLLM's reload leaves whatever its
+    kernel made of the old weights (the CPU backend packs them): it is made again from the new ones."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
+
+    embeddings = {id(m.weight) for m in model.modules() if type(m) is VocabParallelEmbedding}
+    for m in model.modules():
+        if isinstance(m, ParallelLMHead) and id(m.weight) in embeddings:
+            m.quant_method.process_weights_after_loading(m)

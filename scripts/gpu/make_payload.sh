@@ -10,18 +10,20 @@
 #             LLM with LoRA need; what Hopper does not load is cut from the wheel (FlashAttention 2's
 #             library, the Rust frontend, DeepGEMM for other Pythons, Blackwell attention sources)
 #   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of ../shared/tools/gpu-chromium
-#             (.devchr1-3, .gl; made here first if missing, which needs .venv and renderer/node_modules)
+#             (.devchr1-3, .gl in $CHROMIUM_PARTS, default the root; made there first if missing, which needs
+#             .venv, renderer/node_modules and a .git folder)
 #   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
 #             over the machine's torch (no dependencies); Triton's Blackwell ptxas and static CUPTI libraries cut
 #   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
 # The wheels are unpacked into one site folder and compressed together (zstd -19 --long), with a zstd
-# binary beside it for the machine, which has none.
+# binary beside it for the machine, which has none (ZSTD_LEVEL, default 19: tightest, slowest).
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel); cd "$ROOT"
 HERE=$(cd "$(dirname "$0")" && pwd)
 PART_MIB=${PART_MIB:-50}
-CHROMIUM_TOOL=${CHROMIUM_TOOL:-$ROOT/../shared/tools/gpu-chromium}
+CHROMIUM_TOOL=${CHROMIUM_TOOL:-$(cd "$ROOT/.." && pwd)/shared/tools/gpu-chromium}  # shared/ beside the project
+CHROMIUM_PARTS=${CHROMIUM_PARTS:-$ROOT}  # where that tool's outputs are, or are made (a checkout with .venv, node_modules)
 COMPONENTS=("$@"); [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(vllm chromium fla trl)
 VLLM_DEPS=(pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 cbor2==6.3.0
       pyzmq==27.3.0 openai-harmony openai==2.54.0 sniffio==1.3.1 jiter==0.19.0 distro msgspec==0.23.0
@@ -51,10 +53,12 @@ for c in "${COMPONENTS[@]}"; do
   trl) download trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19;;  # GRPOTrainer imports datasets
   bnb) download "bitsandbytes==${BNB_VERSION:-0.49.2}";;
   chromium)
-    if [ ! -d .devchr1 ] || [ ! -d .devchr2 ] || [ ! -d .devchr3 ] || [ ! -d .gl ]; then
-      bash "$CHROMIUM_TOOL/make_payload.sh"
+    if [ ! -d "$CHROMIUM_PARTS/.devchr1" ] || [ ! -d "$CHROMIUM_PARTS/.devchr2" ] || [ ! -d "$CHROMIUM_PARTS/.devchr3" ] \
+       || [ ! -d "$CHROMIUM_PARTS/.gl" ]; then
+      (cd "$CHROMIUM_PARTS" && bash "$CHROMIUM_TOOL/make_payload.sh")
     fi
-    mkdir -p "$W/out/chromium" && cp -r .devchr1 .devchr2 .devchr3 .gl "$W/out/chromium/";;
+    mkdir -p "$W/out/chromium"
+    cp -r "$CHROMIUM_PARTS"/{.devchr1,.devchr2,.devchr3,.gl} "$W/out/chromium/";;
   *) echo "unknown component $c (vllm chromium fla trl bnb)"; exit 2;;
   esac
 done
