@@ -96,7 +96,7 @@ def test_default_config_and_environment(monkeypatch):
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__MODEL__RENDER_POOL_SIZE", "5")
     cfg = run(["fit", "--print_config=comments"], ROOT)
     assert cfg.returncode == 0, cfg.stderr[-3000:]
-    assert "# LoRA rank." in cfg.stdout  # each field's docstring as its comment
+    assert "# The adapter's rank." in cfg.stdout  # each field's docstring as its comment
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["name"] == "default"
     assert c["trainer"]["max_steps"] == 7 and c["model"]["render_pool_size"] == 5
