@@ -81,18 +81,18 @@ class GRPOModule(pl.LightningModule):
     def __init__(
         self,
         rewards: list[RewardTerm] | None = None,
-        policy: PolicyConfig | None = None,
-        sampling: SamplingConfig | None = None,
-        grpo: GRPOConfig | None = None,
-        optim: OptimConfig | None = None,
+        policy: PolicyConfig = PolicyConfig(),
+        sampling: SamplingConfig = SamplingConfig(),
+        grpo: GRPOConfig = GRPOConfig(),
+        optim: OptimConfig = OptimConfig(),
         sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
-        vllm: VLLMConfig | None = None,
+        vllm: VLLMConfig = VLLMConfig(),
         render_pool_size: int = 2,
         render: RenderConfig = RenderConfig(),
         render_kwargs: dict | None = None,
         predict_generations: int = 1,
         predict_dir: str = "paintings",
-        threads: ThreadsConfig | None = None,
+        threads: ThreadsConfig = ThreadsConfig(),
         max_staleness: int = 0,
         grpo_config: GRPOConfig | None = None,
         cpu_threads: int | None = None,
@@ -121,7 +121,7 @@ class GRPOModule(pl.LightningModule):
         threads = as_config(ThreadsConfig, threads)
         if grpo_config is not None:
             renamed("model.grpo_config", "model.grpo")
-            grpo = grpo if grpo is not None else grpo_config
+            grpo = grpo_config
         if cpu_threads is not None:
             renamed("model.cpu_threads", "model.threads.update")
             threads = replace(threads, update=threads.update or cpu_threads)
