@@ -74,7 +74,9 @@ class PolicyConfig:
     """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
     quantization: Literal["none", "4bit", "8bit"] = "none"
     """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
-    Linear layers only: fused 3-D MoE expert weights stay in `dtype`."""
+    Off by default: each quantized matmul dequantizes its weight first, so a 16-bit base that fits is faster;
+    and bitsandbytes quantizes Linear layers only, so a MoE's fused 3-D experts (most of Qwen3.5-35B-A3B's
+    weights) stay in `dtype` either way."""
     lora_r: int = 16
     """The adapter's rank."""
     lora_alpha: int = 32
