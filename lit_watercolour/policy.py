@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
-from lit_watercolour.kernels.compile import compile_decoder_layers
+from lit_watercolour.kernels.compile import compile_decoder_layers, use_compile_cache
 from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resolve_update_defaults
 from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
@@ -67,13 +67,16 @@ class PolicyConfig:
     """Seconds of compilation the decoder layers may take; past them, or where compiling fails, they run
     eagerly (one warning). The update logs the seconds compiled in each step as `time/compile_s`."""
     compile_cache_dir: str | None = None
-    """Inductor's cache, kept between runs; None: $TORCHINDUCTOR_CACHE_DIR, else
+    """Inductor's cache (the compiled layers' kernels and, on CUDA, the LM head's), kept between runs so a
+    second run loads what the first compiled; None: $TORCHINDUCTOR_CACHE_DIR, else
     ~/.cache/lit_watercolour/torch_compile."""
     frozen_experts: bool = True
     """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
     quantization: Literal["none", "4bit", "8bit"] = "none"
     """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
-    Linear layers only: fused 3-D MoE expert weights stay in `dtype`."""
+    Off by default: each quantized matmul dequantizes its weight first, so a 16-bit base that fits is faster;
+    and bitsandbytes quantizes Linear layers only, so a MoE's fused 3-D experts (most of Qwen3.5-35B-A3B's
+    weights) stay in `dtype` either way."""
     lora_r: int = 16
     """The adapter's rank."""
     lora_alpha: int = 32
@@ -158,6 +161,8 @@ def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg, tokenizer, device)
     settings = update_defaults(cfg, model, device)
+    if settings.compile_layers or settings.device == "cuda":  # the LM head's tiles are compiled on CUDA too
+        use_compile_cache(cfg.compile_cache_dir)
     use_attention_backend(model, cfg.attention_backend)
     if cfg.frozen_experts:
         use_frozen_experts(model)
@@ -181,7 +186,7 @@ def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel
     if cfg.fused_lora:
         fuse_lora_linears(model)
     if settings.compile_layers:
-        compile_decoder_layers(decoder_layers(model), cfg.compile_budget_s, cfg.compile_cache_dir)
+        compile_decoder_layers(decoder_layers(model), cfg.compile_budget_s)
     return model, tokenizer
 
 

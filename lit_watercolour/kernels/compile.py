@@ -135,10 +135,9 @@ def keep_eager(module: torch.nn.Module) -> None:
     module.forward = torch.compiler.disable(module.forward, recursive=True)
 
 
-def compile_decoder_layers(layers: torch.nn.ModuleList, budget_s: float, cache_dir: str | None = None) -> CompiledLayers:
+def compile_decoder_layers(layers: torch.nn.ModuleList, budget_s: float) -> CompiledLayers:
     """Regional compilation of `layers` (module docstring). Linear-attention (Gated DeltaNet) modules inside
     them stay eager: the layer's norms, attention and MLP glue are compiled around them."""
-    use_compile_cache(cache_dir)
     for layer in layers:
         for name, module in layer.named_modules():
             if type(module).__name__.endswith("GatedDeltaNet"):
