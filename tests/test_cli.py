@@ -57,7 +57,7 @@ def test_recipe_config_parses():
     assert (m["policy"]["lora_r"], m["policy"]["lora_alpha"], m["policy"]["lora_dropout"]) == (16, 32, 0.0)
     assert m["policy"]["target_modules"] == "all-linear" and m["policy"]["gradient_checkpointing"]
     assert (m["sampling"]["top_p"], m["sampling"]["top_k"], m["sampling"]["max_completion_length"]) == (0.95, 20, 8192)
-    assert m["grpo"]["num_generations"] == 8 and m["grpo"]["micro_batch_size"] == 1
+    assert m["grpo"]["num_generations"] == 8 and m["grpo"]["micro_batch_size"] is None
     assert m["grpo"]["scale_rewards"] == "none"
     assert (m["optim"]["lr"], m["optim"]["lr_scheduler"], m["optim"]["warmup_steps"]) == (5e-5, "constant_with_warmup", 5)
     assert c["trainer"]["max_steps"] == 110 and c["data"]["subjects"] == ["a peach hibiscus"]
