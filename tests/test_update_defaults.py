@@ -28,8 +28,8 @@ def settings(d) -> tuple:
 
 
 def test_auto_resolves_to_the_documented_settings_per_family_and_device():
-    assert settings(resolve_update_defaults("dense", "cuda")) == (1, "attention+out_proj", True)
-    assert settings(resolve_update_defaults("dense", "cuda:1")) == (1, "attention+out_proj", True)
+    assert settings(resolve_update_defaults("dense", "cuda")) == (1, "attention+out_proj", False)
+    assert settings(resolve_update_defaults("dense", "cuda:1")) == (1, "attention+out_proj", False)
     for family in ("hybrid", "moe"):
         assert settings(resolve_update_defaults(family, "cuda")) == (4, "inputs", False)
     for family in ("dense", "hybrid", "moe"):
@@ -57,11 +57,12 @@ def compiled(model) -> list[bool]:
 
 
 def test_load_policy_applies_the_resolution_for_the_device():
-    """The same config compiles a dense policy's layers for CUDA and leaves them eager on a CPU and for Qwen3.5-MoE.
-    (Nothing runs here: compiling is lazy, so the CUDA resolution can be checked on a CPU.)"""
+    """compile_layers: true compiles a dense policy's layers for CUDA; "auto" leaves them eager on a CPU, on CUDA
+    (docs/results.md) and for Qwen3.5-MoE. (Nothing runs here: compiling is lazy, so CUDA can be checked on a CPU.)"""
     dense = PolicyConfig(tiny="qwen3", dtype="float32")
     assert compiled(load_policy(dense, "cpu")[0]) == [False, False]
-    assert compiled(load_policy(dense, "cuda")[0]) == [True, True]
+    assert compiled(load_policy(dense, "cuda")[0]) == [False, False]
+    assert compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True), "cuda")[0]) == [True, True]
     hybrid = PolicyConfig(tiny="qwen3_5_moe", dtype="float32", tiny_config={"num_layers": 4})
     assert not any(compiled(load_policy(hybrid, "cuda")[0]))
     assert not any(compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=False), "cuda")[0]))
@@ -155,8 +156,8 @@ def test_the_4b_recipe_is_the_recipe_on_a_4b_policy_with_the_shipped_update_defa
     assert small["trainer"]["max_steps"] == recipe["trainer"]["max_steps"]
     for key in ("temperature", "top_p", "top_k", "max_completion_length", "generation_batch_size"):
         assert small["model"]["sampling"][key] == recipe["model"]["sampling"][key]
-    grpo = {k: v for k, v in recipe["model"]["grpo_config"].items() if k != "micro_batch_size"}
-    assert small["model"]["grpo_config"] == grpo  # the micro-batch size left to the defaults
+    grpo = {k: v for k, v in recipe["model"]["grpo"].items() if k != "micro_batch_size"}
+    assert small["model"]["grpo"] == grpo  # the micro-batch size left to the defaults
     policy = small["model"]["policy"]
     assert policy["model"] == "Qwen/Qwen3-4B-Instruct-2507" and "checkpoint_keep" not in policy and "compile_layers" not in policy
     assert {k: v for k, v in policy.items() if k != "model"} == \

@@ -256,7 +256,7 @@ def test_two_ranks_step_as_one_process_on_the_same_rows(tmp_path):
                              "init_args": {"min_tokens": 10, "full_tokens": 200, "max_tokens": 1000}}]
     model_cfg["policy"].update(model=str(POLICY), lora_r=4, lora_alpha=8)
     model_cfg["sampling"].update(temperature=TEMPERATURE, max_completion_length=96)
-    model_cfg["grpo_config"].update(num_generations=4, micro_batch_size=1, loss_type="dapo", scale_rewards="none")
+    model_cfg["grpo"].update(num_generations=4, micro_batch_size=1, loss_type="dapo", scale_rewards="none")
     model_cfg["optim"].update(max_grad_norm=0.0)
     model_cfg.update(render_pool_size=1)
     config["trainer"].update(devices=2, strategy="ddp", max_steps=1, enable_progress_bar=False, logger=False,

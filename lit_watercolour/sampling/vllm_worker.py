@@ -6,6 +6,7 @@ through `LLM.collective_rpc`. Imported only inside the engine's worker.
 from __future__ import annotations
 
 import pickle
+from contextlib import contextmanager
 
 import torch
 
@@ -19,7 +20,8 @@ class TrainerWeights:
         and redoes what it does after loading (kernel layouts), as for a checkpoint."""
         pairs = pickle.loads(payload)
         weights = ((name, t if isinstance(t, torch.Tensor) else t[0](*t[1])) for name, t in pairs)
-        self.model_runner.reload_weights(weights_iterator=weights)
+        with lora_layers_unwrapped(self.model_runner.model):
+            self.model_runner.reload_weights(weights_iterator=weights)
         retie_lm_heads(self.model_runner.model)
         if torch.cuda.is_available():
             torch.cuda.synchronize()  # the trainer may free or change its tensors once this returns
@@ -38,6 +40,24 @@ class TrainerWeights:
             served.add(name)
             served.update(f"{prefix}.{part}" for part in layers.packed_modules_mapping.get(last, []))
         return sorted(set(lora.loras) - served)
+
+
+@contextmanager
+def lora_layers_unwrapped(model: torch.nn.Module):
+    """Each LoRA layer replaced by the layer it wraps while weights load: a loader looks parameters up by their
+    checkpoint names (`conv1d.weight`), which LoRA's wrappers hide under `base_layer.`; the wrapped layer holds the
+    very tensors the wrapper computes with, so loading into it loads into the engine."""
+    from vllm.lora.layers import BaseLayerWithLoRA
+
+    wrapped = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+               if isinstance(child, BaseLayerWithLoRA) and isinstance(getattr(child, "base_layer", None), torch.nn.Module)]
+    for parent, name, child in wrapped:
+        setattr(parent, name, child.base_layer)
+    try:
+        yield
+    finally:
+        for parent, name, child in wrapped:
+            setattr(parent, name, child)
 
 
 def retie_lm_heads(model: torch.nn.Module) -> None:
