@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import warnings
 from collections import defaultdict
 
 import datasets
@@ -470,14 +471,23 @@ def test_linear_logps_and_entropy_gradients():
 
 
 def test_linear_logps_compiled_tiles_match_eager():
-    """torch.compile's fused tiles (the CUDA default) give the eager values and gradients."""
+    """torch.compile's fused tiles (the CUDA default) give the eager values and gradients. Both tiles must
+    really compile: a fallback to eager (no working toolchain, or one earlier in the session) fails here
+    rather than comparing eager with eager."""
+    from torch._dynamo.utils import counters
+
     h, weight, _, ids = head_case(5, dtype=torch.float32)
     results = []
+    torch._dynamo.reset()  # the tiles compile again here, so the graph count below is this test's
+    counters.clear()
     for compile in (False, True):
         x = h.detach().clone().requires_grad_()
-        logps, entropy = linear_logps_and_entropy(x, weight, ids, TEMPERATURE, chunk_size=5, compile=compile)
-        (logps.sum() + 0.3 * entropy.sum()).backward()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="torch.compile of")  # the fallback's warning
+            logps, entropy = linear_logps_and_entropy(x, weight, ids, TEMPERATURE, chunk_size=5, compile=compile)
+            (logps.sum() + 0.3 * entropy.sum()).backward()
         results.append((logps, entropy, x.grad))
+    assert counters["stats"]["unique_graphs"] >= 2, "the forward and backward tiles ran eagerly: nothing was compiled"
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 

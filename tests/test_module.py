@@ -18,8 +18,8 @@ from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
 from lit_watercolour.policy import PolicyConfig
+from lit_watercolour.rewards.base import RewardTerm, TermScores
 from lit_watercolour.rewards.gate_term import GateTerm
-from lit_watercolour.rewards.image_stats import ImageStatsTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
@@ -122,29 +122,47 @@ def test_train_resume_and_publish(tmp_path, painter):
         torch.testing.assert_close(probe_b.steps[4]["params"][n], v)
 
 
+class TokenCount(RewardTerm):
+    """An ungated term that keeps the rollouts validation scored; its score is their token count / 1000."""
+
+    name, gated = "tokens", False
+
+    def __init__(self) -> None:
+        super().__init__(weight=0.5)
+        self.seen = []
+
+    def score(self, rollouts):
+        self.seen += rollouts
+        return TermScores(torch.tensor([r.num_tokens / 1000 for r in rollouts]), {})
+
+
 def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
     """validate sets the reward terms up (the RewardModels callback) and tears them down; predict paints
     without setting up any."""
     pl.seed_everything(1)
-    stats, setups = ImageStatsTerm(0.5), []
-    setup = stats.setup
-    stats.setup = lambda device: (setups.append(device), setup(device))[1]
+    tokens, setups = TokenCount(), []
+    setup = tokens.setup
+    tokens.setup = lambda device: (setups.append(device), setup(device))[1]
     module = GRPOModule(
         policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False),
         sampling=SamplingConfig(max_completion_length=160, temperature=0.7),
         grpo=GRPOConfig(num_generations=4),
         predict_generations=3, predict_dir=str(tmp_path / "paintings"),
         render_kwargs={"pixel_density": 0.5},  # training's cheap renders; paintings stay full size
-        rewards=[GateTerm(), stats],
+        rewards=[GateTerm(weight=0.1), tokens],
     )
-    assert stats.style_mean is None  # nothing loads when a term is built
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     (metrics,) = trainer.validate(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
-    assert set(metrics) >= {"val/reward", "val/gate_pass_rate", "val/reward/gate", "val/reward/image_stats"}
-    assert setups == [torch.device("cpu")] and stats.style_mean is None  # set up for validate, freed after
-    painted = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
-    assert len(setups) == 1 and stats.style_mean is None  # predict scores nothing: no reward model loads
-    assert [len(batch) for batch in painted] == [3]
+    # the metrics against the rollouts validation scored: passed sketches earn 0.1 + 0.5 * tokens / 1000, others 0
+    passed, counts = [r.gate.passed for r in tokens.seen], [r.num_tokens / 1000 for r in tokens.seen]
+    assert len(passed) == 4 and 0 < sum(passed) < 4, passed
+    assert metrics["val/gate_pass_rate"] == metrics["val/reward/gate"] == pytest.approx(sum(passed) / 4)
+    assert metrics["val/reward/tokens"] == pytest.approx(sum(counts) / 4)
+    assert metrics["val/reward"] == pytest.approx(sum(p * (0.1 + 0.5 * c) for p, c in zip(passed, counts)) / 4)
+    assert setups == [torch.device("cpu")]  # set up for validate
+    written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    stems = [s for batch in written for s in batch]
+    assert len(stems) == 3 and len(setups) == 1  # predict scores nothing: no reward model is set up
     files = sorted(p.name for p in (tmp_path / "paintings").iterdir())
     assert all(f"a-peach-hibiscus-0-{i}.txt" in files for i in range(3))
     pngs = list((tmp_path / "paintings").glob("*.png"))

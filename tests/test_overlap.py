@@ -21,7 +21,7 @@ from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.callbacks.runlog import RolloutLogger
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
-from lit_watercolour.overlap import PrefetchQueue, Timeline, union_length
+from lit_watercolour.overlap import PrefetchQueue, Timeline, busy_idle_metrics, union_length
 from lit_watercolour.policy import PolicyConfig
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm
@@ -60,6 +60,8 @@ def test_busy_time_is_the_union_of_spans_within_the_window():
     timeline = Timeline()
     timeline.spans = [["render", 0.0, 2.0], ["render", 1.0, 3.0], ["sampling", 5.0, None], ["update", 7.0, 8.0]]
     assert timeline.busy(1.0, 6.0) == {"render": 2.0, "sampling": 1.0}  # the open span counts to the window's end
+    assert busy_idle_metrics(timeline, 1.0, 6.0, ["render", "update"]) == {  # a phase with no span is idle throughout
+        "time/busy/render_s": 2.0, "time/idle/render_s": 3.0, "time/busy/update_s": 0.0, "time/idle/update_s": 5.0}
 
 
 def done(value) -> Future:
@@ -134,6 +136,11 @@ def test_one_step_stale_run_overlaps_trains_on_sampler_logps_and_resumes(tmp_pat
     for key in ["time/busy/sampling_s", "time/idle/sampling_s", "time/busy/render_s", "time/busy/score_gate_s",
                 "time/busy/score_length_s", "time/busy/update_s", "time/idle/update_s", "ratio/min", "ratio/max"]:
         assert key in steps[2]["metrics"], key
+    for k in (1, 2, 3):  # the update is one span inside its step's window: its busy time is that span
+        m = steps[k]["metrics"]
+        assert m["time/busy/update_s"] == pytest.approx(m["time/at/update_end_s"] - m["time/at/update_start_s"])
+    # step 3's batch was sampled in step 2's window (before its update), and the last step prefetches nothing
+    assert steps[2]["metrics"]["time/busy/sampling_s"] > 0 and steps[3]["metrics"]["time/busy/sampling_s"] == 0.0
     log = [json.loads(line) for line in (tmp_path / "a" / "rollouts.jsonl").read_text().splitlines()]
     assert {(r["step"], r["policy_version"]) for r in log} == {(1, 0), (2, 0), (3, 1)}
 

@@ -15,7 +15,7 @@ from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from tiny_painter import COMPLETIONS, SUBJECT
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
 
 TAUGHT = COMPLETIONS[3]  # the one in bare p5 shapes
 GENERATIONS = 2

@@ -36,8 +36,7 @@ def test_rehearsal_with_max_staleness_1_reports_busy_and_idle_per_step(tmp_path)
     steps = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()][2:4]
     assert [s["staleness"] for s in steps] == [0.0, 1.0]  # the first step on-policy, the second one behind
     assert steps[1]["time/at/sampling_end_s"] <= steps[0]["time/at/update_start_s"]  # sampled before update 1
-    for s in steps:
-        bound = max(s["stage/sampling_s"] + s["stage/update_s"], s["stage/render_score_s"])
-        assert s["stage/pipeline_bound_s"] == pytest.approx(bound, abs=2e-3)
-        for phase in ("sampling", "render", "score_judge", "score_hpsv3", "update"):
-            assert s[f"time/busy/{phase}_s"] + s[f"time/idle/{phase}_s"] == pytest.approx(s["time/step_s"], abs=2e-3)
+    # step 2's batch was sampled in step 1's window, and the last step prefetches nothing: it samples no time
+    assert steps[0]["time/busy/sampling_s"] > 0 and steps[1]["time/busy/sampling_s"] == 0.0
+    for s in steps:  # the update is one span inside its step's window: its busy time is that span
+        assert s["time/busy/update_s"] == pytest.approx(s["time/at/update_end_s"] - s["time/at/update_start_s"], abs=2e-3)

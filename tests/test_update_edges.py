@@ -4,6 +4,10 @@
 lengths (left padding inside a micro-batch) and whose completions have different lengths (right
 padding), at several micro-batch sizes, the last one uneven. The reference scores each row alone,
 unpadded, through the model, and applies TRL's per-token loss and normalisers by hand.
+
+Through GRPOModule (fixed completions from `update_probe.ScriptedRows`, real renders and reward terms), the
+same reference checks a step's gradients with bnpo and dr_grpo, and a 2-rank DDP step against the 1-process
+step on the same rows (the DAPO normaliser).
 """
 
 from __future__ import annotations
