@@ -102,7 +102,7 @@
       get: (_, key) => member(key),
       set: (_, key, value) => {
         if (kind !== "data" || hidden(key) || typeof Reflect.get(target, key) === "function") return false;
-        return Reflect.set(target, key, fromSketch(value));
+        return Reflect.set(target, key, fromSketch([value])[0]);
       },
       has: (_, key) => !hidden(key) && key in target,
       ownKeys: () => Reflect.ownKeys(target).filter((key) => !hidden(key)),

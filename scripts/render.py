@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: next to the input)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the render")
-    parser.add_argument("--chromium", type=str, default=None, help="Chromium binary (default: see render.py)")
+    parser.add_argument("--chromium", type=str, default=None, help="Chromium binary (default: see lit_watercolour/sandbox/browser.py)")
     parser.add_argument("--backend", choices=("auto", "swiftshader", "gpu"), default="auto", help="how WebGL draws")
     args = parser.parse_args(argv)
 

@@ -3,7 +3,8 @@ reason within its time limit, and afterwards the pool still paints a good sketch
 as before, with no Chromium process or temp file left behind.
 
 Each file starts with `// expect: reason[|reason]`; the programs written against issue 16 say
-`// class N: ...` on their second line. Static failures never reach the browser; the rest go
+`// class N: ...` on their second line, and `sealed_*.js` attack the sandbox of issue 35 (the sketch's
+compartment, the membrane, the pixel budget, the report, work after the capture). Static failures never reach the browser; the rest go
 through one pool concurrently. Only programs meant to time out get the short limit: every
 other one must reach its own verdict however loaded the machine is. The memory hogs run out of
 memory outside V8's heap and meet the pool's OS-level cap (RLIMIT_DATA of every browser process).
@@ -46,6 +47,16 @@ def load_corpus() -> dict[str, tuple[str, set[str]]]:
 
 def limit(reasons: set[str]) -> float:
     return LIMIT_S if "timeout" in reasons else VERDICT_LIMIT_S
+
+
+def test_every_family_of_issue_35_has_a_program():
+    reasons = {name.removeprefix("sealed_"): expected for name, (_, expected) in load_corpus().items() if name.startswith("sealed_")}
+    families = {"forge": {"runtime_error"}, "buffer": {"canvas", "raw_drawing"}, "tip": {"raw_drawing", "text", "canvas"},
+                "second_realm": {"dom"}, "nested_compartment": {"bare_primitives"}, "inert_constructor": {"eval"},
+                "after_capture": {"timeout"}, "pixels_image": {"raw_drawing"}, "this_shader": {"raw_drawing"}}
+    for family, allowed in families.items():
+        found = [expected for name, expected in reasons.items() if name.startswith(family)]
+        assert found and all(expected <= allowed for expected in found), (family, found)
 
 
 def test_every_class_of_issue_16_has_three_programs():

@@ -18,6 +18,7 @@ import pytest
 
 from lit_watercolour.gate import gate
 from lit_watercolour.sandbox import RenderPool, ThreadedRenderPool
+from lit_watercolour.sandbox import pool as pool_module
 from lit_watercolour.sandbox.browser import gpu_pid
 from lit_watercolour.sandbox.threaded import CLOSE_BUDGET_S
 from processes import chromium_descendants
@@ -81,7 +82,7 @@ def test_browser_killed_mid_batch_loses_nothing():
         assert_own_results(pool.render_many([MARKED.format(index=9)], [0]), [9])
 
 
-def test_a_page_warming_on_a_killed_browser_is_given_up_at_once():
+def test_a_page_warming_on_a_killed_browser_is_given_up_at_once(monkeypatch):
     """The hang behind a killed browser: Playwright can leave a call on it (seen: `new_page`)
     pending for ever, and a render waiting for that warm page then waited for ever too. The
     pending call is stood in for by a future nobody completes; the browser is really killed."""
@@ -95,7 +96,7 @@ def test_a_page_warming_on_a_killed_browser_is_given_up_at_once():
                 entered.set()
                 await asyncio.get_running_loop().create_future()
 
-            pool._open_page = pending_for_ever
+            monkeypatch.setattr(pool_module, "open_page", pending_for_ever)
             warming = asyncio.ensure_future(pool._new_page())
             await entered.wait()
             browser.send_signal(signal.SIGKILL)
