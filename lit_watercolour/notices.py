@@ -15,9 +15,10 @@ import torch
 
 def quiet() -> None:
     """Filter the notices known not to apply to this program, and set what the others ask for."""
-    # Lightning's hint to use TF32: the honest answer is to do so. The policy trains in bf16; what runs
-    # in float32 (stand-in models, reward heads) loses nothing that matters from TF32 matmuls.
-    torch.set_float32_matmul_precision("high")
+    # Lightning's hint to use TF32 on CUDA: the honest answer is to do so. The policy trains in bf16; what
+    # runs in float32 there (stand-in models, reward heads) loses nothing that matters from TF32 matmuls.
+    if torch.cuda.is_available():
+        torch.set_float32_matmul_precision("high")
     # Scripts (the rehearsal, the benchmarks) build the CLI with their own arguments while sys.argv holds
     # the script's own options: LightningCLI warns about both being given, and here that is intended.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within Python")
