@@ -31,6 +31,9 @@ def quiet() -> None:
     warnings.filterwarnings("ignore", message="`gradient_checkpointing_enable` is deprecated", category=FutureWarning)
     # AdapterCheckpoint is meant to save the state after the step (a resumed run goes on at the next step)
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization and every_n_train_steps")
+    # each run checkpoints into its own version folder, so a checkpoint restored by `predict` or a resumed fit
+    # always comes from another folder than the callback's: its best-k bookkeeping is not needed there
+    warnings.filterwarnings("ignore", message="The dirpath has changed from")
     # adverts for Lightning's cloud logging (litlogger) and model hosting, which an offline run does not use
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_not_a_tip)
     # only random-init stand-ins (tiny_models: HPSv3's reward token, the rehearsal's policy head) grow a
