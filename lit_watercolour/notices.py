@@ -15,9 +15,10 @@ import torch
 
 def quiet() -> None:
     """Filter the notices known not to apply to this program, and set what the others ask for."""
-    # Lightning's hint to use TF32: the honest answer is to do so. The policy trains in bf16; what runs
-    # in float32 (stand-in models, reward heads) loses nothing that matters from TF32 matmuls.
-    torch.set_float32_matmul_precision("high")
+    # Lightning's hint to use TF32 on CUDA: the honest answer is to do so. The policy trains in bf16; what
+    # runs in float32 there (stand-in models, reward heads) loses nothing that matters from TF32 matmuls.
+    if torch.cuda.is_available():
+        torch.set_float32_matmul_precision("high")
     # Scripts (the rehearsal, the benchmarks) build the CLI with their own arguments while sys.argv holds
     # the script's own options: LightningCLI warns about both being given, and here that is intended.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within Python")
@@ -30,6 +31,9 @@ def quiet() -> None:
     warnings.filterwarnings("ignore", message="`gradient_checkpointing_enable` is deprecated", category=FutureWarning)
     # AdapterCheckpoint is meant to save the state after the step (a resumed run goes on at the next step)
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization and every_n_train_steps")
+    # each run checkpoints into its own version folder, so a checkpoint restored by `predict` or a resumed fit
+    # always comes from another folder than the callback's: its best-k bookkeeping is not needed there
+    warnings.filterwarnings("ignore", message="The dirpath has changed from")
     # adverts for Lightning's cloud logging (litlogger) and model hosting, which an offline run does not use
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_not_a_tip)
     # only random-init stand-ins (tiny_models: HPSv3's reward token, the rehearsal's policy head) grow a
