@@ -98,6 +98,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
     ap.add_argument("--sampler", choices=["hf", "vllm"], default=None,
                     help="the policy's sampler (default: the config's, vllm): vllm colocates an engine that sleeps during the update")
+    ap.add_argument("--vllm", type=json.loads, default={},
+                    help='VLLMConfig fields over the config\'s, as JSON, e.g. \'{"sleep_level": 2, "engine_kwargs": {"enforce_eager": true}}\'')
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
                     help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
@@ -117,11 +119,14 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
     model["sampler"] = args.sampler or model.get("sampler", "hf")
+    vllm = model.get("vllm") or {}
+    # on a CPU a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
+    small = {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20} if args.device == "cpu" else {}
+    engine = {**(vllm.get("engine_kwargs") or {}), **small, **args.vllm.get("engine_kwargs", {})}
+    model["vllm"] = {**vllm, **args.vllm, "engine_kwargs": engine}
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
         model["cpu_threads"] = 1  # tiny kernels: more threads only fight Chromium for the cores
-        # a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
-        model["vllm"] = {**(model.get("vllm") or {}), "engine_kwargs": {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20}}
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
                    default_root_dir=str(args.out),
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
