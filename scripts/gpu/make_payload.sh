@@ -53,7 +53,7 @@ for c in "${COMPONENTS[@]}"; do
     (cd "$W/whl" && zip -q -d triton-*.whl 'triton/backends/nvidia/bin/ptxas-blackwell' \
       'triton/backends/nvidia/lib/cupti/*_static.a' 'triton/instrumentation/libGPUInstrumentationTestLib.so');;
   trl) download trl==1.16.0;;
-  bnb) download "bitsandbytes==${BNB_VERSION:-0.49.2}";;
+  bnb) download "bitsandbytes==${BNB_VERSION:-0.50.2}";;
   chromium)
     if [ ! -d "$CHROMIUM_PARTS/.devchr1" ] || [ ! -d "$CHROMIUM_PARTS/.devchr2" ] || [ ! -d "$CHROMIUM_PARTS/.devchr3" ] \
        || [ ! -d "$CHROMIUM_PARTS/.gl" ]; then
