@@ -5,18 +5,22 @@ optimiser), `data:` the subjects, `trainer.callbacks:` the gallery, the run log 
 paints the data's subjects with the policy (a trained adapter via `--ckpt_path` or
 `--model.policy.adapter`) into `model.predict_dir`. Without --config the subcommands read
 configs/default.yaml. Every option can also come from the environment, named as `--help` shows
-(`LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS`); a --config or a flag beats the environment.
+(`LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS`); a --config or a flag beats the environment. Each option's
+`--help` text is its config field's docstring. The run shows one progress bar of optimizer steps; the notices
+it filters are in `lit_watercolour/notices.py`, each with its reason.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
-import warnings
 from pathlib import Path
 
+from jsonargparse import set_parsing_settings
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
 
+from lit_watercolour import notices
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
 
@@ -27,6 +31,9 @@ SUBCOMMANDS = ("fit", "validate", "predict")
 
 class WatercolourCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True) -> None:
+        notices.quiet()
+        # each config field's docstring is its `--help` text and its `--print_config=comments` comment
+        set_parsing_settings(docstring_parse_attribute_docstrings=True)
         argv = sys.argv[1:] if args is None else args
         super().__init__(
             GRPOModule,
@@ -37,6 +44,45 @@ class WatercolourCLI(LightningCLI):
             args=args,
             run=run,
         )
+
+    def instantiate_trainer(self, **kwargs) -> Trainer:
+        """The trainer, with the step-counting progress bar unless the config disables bars or brings its own."""
+        config = self._get(self.config_init, "trainer", default={})
+        callbacks = config.get("callbacks") or []
+        callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+        if config.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
+            kwargs.setdefault("callbacks", [*callbacks, StepProgressBar()])
+        return super().instantiate_trainer(**kwargs)
+
+
+class StepProgressBar(TQDMProgressBar):
+    """Counts optimizer steps, `step 12/30`: a run is `max_steps` long and its prompt stream has no epochs."""
+
+    @property
+    def train_description(self) -> str:
+        return "step"
+
+    def init_train_tqdm(self):
+        bar = super().init_train_tqdm()
+        bar.unit = "step"
+        return bar
+
+    def on_train_epoch_start(self, trainer, *_) -> None:
+        bar = self.train_progress_bar
+        bar.reset(total=trainer.max_steps if trainer.max_steps > 0 else None)
+        bar.n = bar.initial = trainer.global_step  # a resumed run goes on from its step
+        bar.set_description(self.train_description)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        bar = self.train_progress_bar
+        if bar is not None and self._should_update(trainer.global_step, bar.total):
+            bar.n = trainer.global_step
+            bar.set_postfix(self.get_metrics(trainer, pl_module))  # refreshes the bar
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)  # the logger's version folder, not a figure of the run
+        return metrics
 
 
 def default_config_files(argv: list[str]) -> dict:
@@ -49,20 +95,7 @@ def default_config_files(argv: list[str]) -> dict:
     return {command: {"default_config_files": [str(DEFAULT_CONFIG)]} for command in SUBCOMMANDS}
 
 
-def quiet_known_warnings() -> None:
-    """Silence the notices that are known not to apply to this program, each for the reason given."""
-    # Lightning 2.6's own pytree helper builds torch's deprecated LeafSpec: theirs to change, harmless here
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
-    # peft reads transformers' deprecated `is_gradient_checkpointing` when it wraps the model: theirs to change
-    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-    # AdapterCheckpoint is meant to save the state after the step (a resumed run goes on at the next step)
-    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization and every_n_train_steps")
-    # adverts for Lightning's cloud logging and model hosting, which an offline run does not use
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda record: not str(record.msg).startswith("💡 Tip"))
-
-
 def main(args: list[str] | None = None) -> WatercolourCLI:
-    quiet_known_warnings()
     return WatercolourCLI(args=args)  # None: LightningCLI reads sys.argv itself (given both, it warns)
 
 

@@ -75,6 +75,18 @@ class PromptDataModule(pl.LightningDataModule):
         tokenizer: str | None = None,  # default: the tokenizer of the trainer's module
         system_prompt: str = "offline",  # a preset of lit_watercolour.prompts ("offline", "recipe") or a text file
     ) -> None:
+        """The prompts: chat-templated subjects, one group per prompt, seeded per group.
+
+        Args:
+            subjects: What to paint; one subject a prompt, cycled (shuffled per pass).
+            prompts_per_step: Prompts (groups) per optimizer step.
+            shuffle: Shuffle the subjects' order each pass.
+            seed: Seed of the subject order and of each group's render and reference draw.
+            val_subjects: Subjects of validation; None: `subjects`.
+            predict_subjects: Subjects that `predict` paints; None: `subjects`.
+            tokenizer: A tokenizer to template prompts with; None: the policy's.
+            system_prompt: offline (this project's 512-px prompt), recipe (the recipe's), or a text file.
+        """
         super().__init__()
         self.subjects = subjects or ["a peach hibiscus"]
         self.prompts_per_step, self.shuffle, self.seed = prompts_per_step, shuffle, seed

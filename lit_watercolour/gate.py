@@ -8,28 +8,25 @@ It turns away what need not reach a browser; anything it cannot decide (computed
 `this["fe" + "tch"]`, strings assembled at run time) is left to the page.
 
 `gate(code, render)` runs after rendering on what the page saw: errors, timeouts, and the
-violations the sandbox recorded (renderer/prelude.js and renderer/harness.js block and record
-network, DOM, storage, navigation, text, images, pixel writes, shaders and canvas tampering,
-however obfuscated the call).
+violations the sandbox recorded (renderer/harness.js).
 
-Whose drawing is it (harness.js). p5.brush draws with p5 and raw WebGL on the sketch's behalf;
-that drawing is the library's. The page keeps a stack of who is in control: every p5 and brush
-entry point pushes "library" while it runs; every sketch function the libraries call back
-(setup, draw and the sketch's other globals; functions handed to p5 or p5.brush: custom brush
-tips, vector-field generators, pressure curves, framebuffer draw scopes) pushes "sketch". With
-the stack empty (the event loop called in: the sketch's top level, its timers, p5 resuming after
-an await) the innermost stack frame that is not the harness's decides. So:
+The page (harness.js) keeps the sketch out of the referee's reach: SES `lockdown()` freezes every
+built-in, and the sketch runs in a Compartment whose only globals are a facade of the allowed API
+(p5's functions and values, `brush`, a seeded Math, crypto and clock, a kept console). It has no
+window, document, timer, evaluator or DOM; the page's names it may reach for (fetch, document,
+location, Image, eval, ...) have nothing behind them and record the attempt. Objects handed back
+(buffers, vectors, colours, brush polygons, a custom tip's surface) are views that expose only their
+allowed members; everything handed to the libraries is copied to plain data, its functions wrapped.
+So every call that draws comes through the facade, and the picture is painted by the allowed API only:
 - shapes the sketch draws itself, on any target (main canvas, createGraphics, framebuffers), are
   bare primitives; brush's own shapes are not;
-- a custom tip drawing shapes on its own tip surface `_m` is how p5.brush defines a stamp: allowed
-  (counted as `tip.*`); text, images, pixel writes, shaders or any drawing elsewhere from inside a
-  p5.brush callback are violations (`raw_drawing`, `text`);
-- text, images other than p5.brush buffers (createGraphics/createFramebuffer) passed to image(),
-  pixel writes (updatePixels, set), the sketch's own shaders and filter() with a shader, p5's
-  renderer/shader/texture internals and raw WebGL or 2D context calls made by sketch code are
-  violations wherever they happen;
-- arguments reaching brush.* that carry code (a getter, the sketch's own valueOf/toString/
-  toPrimitive, a Proxy) are refused (`hidden_code`): p5.brush would run them as its own.
+- a custom tip drawing shapes on its own tip surface is how p5.brush defines a stamp: allowed
+  (counted as `tip.*`); any other drawing from inside a p5.brush callback is `raw_drawing`;
+- text, images other than buffers, pixel writes, shaders, filter() with a shader, and reaching for a
+  buffer's element, context or renderer are violations wherever they happen;
+- buffers are limited in pixels (at the pool's density), whoever allocates them (p5.brush's tip
+  surfaces included);
+- the report is built out of the sketch's reach; one the pool cannot read is `tamper`.
 
 Plain-p5 rule: a sketch fails `bare_primitives` if it makes any bare primitive call at all, and
 `no_brush_painting` if it makes no painting call on `brush` (or on a brush.Polygon/Plot).
@@ -60,7 +57,7 @@ REASONS: dict[str, str] = {
     "eval": "the sketch evaluates strings as code (eval, Function)",
     "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range), or makes too many or too large buffers",
     "raw_drawing": "the sketch draws around p5.brush: images, pixel writes, shaders, raw WebGL/2D calls, or paint from inside a brush callback",
-    "hidden_code": "the sketch hands p5.brush values that run code (getters, its own valueOf/toString, Proxies)",
+    "hidden_code": "the sketch hands p5.brush values it cannot copy as data (Proxies, values too large or too deep)",
     "unknown_brush_method": "the sketch calls a brush.* name that p5.brush 2.2.2 does not export",
     "bare_primitives": "the sketch paints with bare p5 shapes (ellipse, rect, line, ...) instead of p5.brush",
     "no_brush_painting": "the sketch makes no p5.brush painting call",
@@ -68,6 +65,7 @@ REASONS: dict[str, str] = {
     "runtime_error": "the sketch threw while running",
     "timeout": "the sketch did not finish painting within the time limit",
     "blank_canvas": f"less than {BLANK_FRACTION:.1%} of the canvas differs from the background",
+    "tamper": "the page's report could not be read: only the sketch can have broken it",
     "infra_error": "the renderer failed twice; not the sketch's fault",
 }
 
@@ -195,7 +193,7 @@ def static_gate(
 # Violation kinds recorded by the page (renderer/*.js) -> reason, most telling first: a blocked
 # fetch also throws, and a blocked text() may also trip a DOM guard.
 _VIOLATION_REASON = {
-    "network": "network", "load": "external_load", "eval": "eval", "hidden": "hidden_code", "text": "text",
+    "tamper": "tamper", "network": "network", "load": "external_load", "eval": "eval", "hidden": "hidden_code", "text": "text",
     "raw": "raw_drawing", "canvas": "canvas", "dom": "dom",
 }
 

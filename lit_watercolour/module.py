@@ -1,12 +1,13 @@
 """The GRPO LightningModule: it wires the step to Lightning; the step itself is plain code.
 
-    training_step = sample -> finish (rollout.py) -> score (rewards.mix.RewardMix) -> gather (DDP)
-                    -> advantages (grpo.py) -> update (update.py)
+    training_step = take a scored batch (rollout.RolloutPipeline) -> gather (DDP) -> advantages (grpo.py)
+                    -> update (update.py) -> sync the sampler -> log
 
 Manual optimisation, because one batch of prompts makes one rollout batch that is split into
 micro-batches (gradient accumulation) and may be reused for `num_iterations` optimizer steps.
-The reward is `model.rewards`, an explicit list of terms. The step returns a `StepResult`
-(`outputs["step"]` in `on_train_batch_end`): the gallery, the run log and the checkpoint
+The reward is `model.rewards`, an explicit list of terms; their models load in the `RewardModels`
+callback this module contributes (`configure_callbacks`), for fit and validate only. The step returns a
+`StepResult` (`outputs["step"]` in `on_train_batch_end`): the gallery, the run log and the checkpoint
 callbacks read it, not the module.
 
 Failures, and what a step does with them:
@@ -25,25 +26,23 @@ gathered before advantages, so a group's baseline is the whole group's. Gradient
 averaged by DDP, so the DAPO normaliser is the all-rank token count over the world size (as
 TRL). Each rank renders with its own pool.
 
-Overlap (`max_staleness=1`, `lit_watercolour.overlap`): step N samples step N+1's batch before its own
-update (with the weights of update N-1) and leaves that batch's renders and scores to finish while step N
-waits for its own scores and updates; the update of N+1 then takes the sampler's log-probs as the old
-policy (one optimizer step behind). A step's wall time is then about max(sampling + update,
-render + score) instead of their sum. A run's first step, and a resumed run's first step, sample on-policy
-(the prefetched batch is not checkpointed):
-`train/staleness` and `policy_version` in rollouts.jsonl say which. Every step logs each phase's busy and
-idle time within its wall window (`time/busy/*`, `time/idle/*`) and when sampling and the update began and
-ended (`time/at/*`, seconds since fit began).
+Overlap (`max_staleness=k`, `lit_watercolour.overlap`): each step keeps the next k batches sampled ahead,
+sampling the newest before its own update (with the weights of the update before) and leaving its renders
+and scores to finish while the step waits for its own scores and updates; the update of that batch, k steps
+later, takes the sampler's log-probs as the old policy. A step's wall time is then about max(sampling +
+update, render + score) instead of their sum. A run's first step, and a resumed run's first step, sample
+on-policy (the prefetched batches are not checkpointed): `train/staleness` and `policy_version` in
+rollouts.jsonl say which. Every step logs each phase's busy and idle time within its wall window
+(`time/busy/*`, `time/idle/*`) and when sampling and the update began and ended (`time/at/*`, seconds since
+the pipeline opened).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
-from pathlib import Path
+import warnings
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import lightning.pytorch as pl
@@ -51,121 +50,168 @@ import torch
 from torch import Tensor
 
 from lit_watercolour import grpo
-from lit_watercolour.data import Prompt, group_seed
-from lit_watercolour.overlap import Prefetched, Timeline, busy_idle_metrics
-from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict
-from lit_watercolour.records import RolloutBatch, StepResult
-from lit_watercolour.render import ThreadedRenderPool
+from lit_watercolour.callbacks.paintings import PaintingWriter
+from lit_watercolour.callbacks.rewards import RewardModels
+from lit_watercolour.data import Prompt
+from lit_watercolour.overlap import busy_idle_metrics
+from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict, update_defaults
+from lit_watercolour.records import Rollout, RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
-from lit_watercolour.rollout import Sampled, collect, finish, sample
+from lit_watercolour.rollout import RolloutPipeline
+from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update, skip_step
+
+
+@dataclass
+class ThreadsConfig:
+    """torch's intra-op threads, per phase."""
+
+    update: int = 0
+    """Threads for the update and everything but decoding; 0 keeps torch's default. On a CPU, tiny models
+    beside Chromium want 1-2."""
+    sampling: int = 0
+    """Threads while the hf sampler decodes; 0: as `update`. On a CPU the render pool's Chromium works
+    meanwhile, and a tiny model's kernels gain nothing from a second thread."""
 
 
 class GRPOModule(pl.LightningModule):
     def __init__(
         self,
-        rewards: list[RewardTerm] | None = None,  # the reward mix's terms, each with its weight
-        policy: PolicyConfig | None = None,
-        sampling: SamplingConfig | None = None,
-        grpo_config: GRPOConfig | None = None,
-        optim: OptimConfig | None = None,
+        rewards: list[RewardTerm] | None = None,
+        policy: PolicyConfig = PolicyConfig(),
+        sampling: SamplingConfig = SamplingConfig(),
+        grpo: GRPOConfig = GRPOConfig(),
+        optim: OptimConfig = OptimConfig(),
         sampler: Literal["hf", "vllm", "vllm-server"] = "hf",
-        vllm: VLLMConfig | None = None,  # vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder
-        render_pool_size: int = 2,  # warm Chromium pages
-        render_kwargs: dict | None = None,  # further ThreadedRenderPool arguments (timeouts, browser path)
-        predict_generations: int = 1,  # paintings per subject in `predict`
+        vllm: VLLMConfig = VLLMConfig(),
+        render_pool_size: int = 2,
+        render: RenderConfig = RenderConfig(),
+        render_kwargs: dict | None = None,
+        predict_generations: int = 1,
         predict_dir: str = "paintings",
-        cpu_threads: int = 0,  # torch intra-op threads; 0 keeps torch's default. 1 suits tiny models beside Chromium
-        max_staleness: Literal[0, 1] = 0,  # 1: sample step N+1 before update N; render and score it during
+        threads: ThreadsConfig = ThreadsConfig(),
+        max_staleness: int = 0,
+        grpo_config: GRPOConfig | None = None,
+        cpu_threads: int | None = None,
     ) -> None:
+        """
+        Args:
+            rewards: the reward mix's terms, each with its weight.
+            policy: the model, its LoRA adapter and its memory settings.
+            sampling: temperature, top-p/top-k, completion length and the hf sampler's settings.
+            grpo: group size, loss, clipping, KL and reward scaling.
+            optim: optimizer, learning rate and its schedule.
+            sampler: the sampling backend.
+            vllm: vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder.
+            render_pool_size: warm Chromium pages.
+            render: how each sketch renders: canvas, limits, browser, backend (docs/rendering.md).
+            render_kwargs: the old, untyped form of `render` (a dict of its fields), accepted with a warning for one release.
+            predict_generations: paintings per subject in `predict`.
+            predict_dir: where `predict` writes each painting's .js, .png and .txt.
+            threads: torch intra-op threads for the update and for decoding.
+            max_staleness: batches sampled ahead of the update (0: on-policy); the update of a batch sampled
+                ahead is that many optimizer steps behind the policy that sampled it.
+            grpo_config: the old name of `grpo`, accepted with a warning for one release.
+            cpu_threads: the old name of `threads.update`, accepted with a warning for one release.
+        """
         super().__init__()
+        threads = as_config(ThreadsConfig, threads)
+        if grpo_config is not None:
+            renamed("model.grpo_config", "model.grpo")
+            grpo = grpo_config
+        if cpu_threads is not None:
+            renamed("model.cpu_threads", "model.threads.update")
+            threads = replace(threads, update=threads.update or cpu_threads)
+        sampling = as_config(SamplingConfig, sampling)
+        if sampling.cpu_threads:
+            renamed("model.sampling.cpu_threads", "model.threads.sampling")
+            threads = replace(threads, sampling=threads.sampling or sampling.cpu_threads)
+        if max_staleness < 0:
+            raise ValueError(f"max_staleness is >= 0, not {max_staleness}")
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the adapter only; the base comes from `policy`
         self.policy_config = as_config(PolicyConfig, policy)
-        self.sampling_config = as_config(SamplingConfig, sampling)
-        self.grpo_config = as_config(GRPOConfig, grpo_config)
+        self.sampling_config = replace(sampling, cpu_threads=0)  # the decoder's threads come from `threads`
+        self.grpo_config = as_config(GRPOConfig, grpo)
         self.optim_config = as_config(OptimConfig, optim)
         # What defines the trained policy, as plain dicts (checkpoints load with weights_only=True).
         # LightningCLI applies these over the config on `--ckpt_path`, so run-time settings
         # (render pool, predict outputs) stay out and can be changed when painting.
         self.save_hyperparameters({
             "policy": asdict(self.policy_config), "sampling": asdict(self.sampling_config),
-            "grpo_config": asdict(self.grpo_config), "optim": asdict(self.optim_config), "sampler": sampler,
+            "grpo": asdict(self.grpo_config), "optim": asdict(self.optim_config), "sampler": sampler,
             "max_staleness": max_staleness,
         })
-        if max_staleness not in (0, 1):
-            raise ValueError(f"max_staleness must be 0 or 1, not {max_staleness}")
         self.max_staleness = max_staleness
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
-        self.render_pool_size, self.render_kwargs = render_pool_size, render_kwargs or {}
+        if render_kwargs is not None:
+            warnings.warn("render_kwargs is deprecated: use render (a RenderConfig)", DeprecationWarning, stacklevel=2)
+            render = RenderConfig(**{**asdict(as_config(RenderConfig, render)), **render_kwargs})
+        self.render_pool_size, self.render_config = render_pool_size, as_config(RenderConfig, render)
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
-        self.cpu_threads = cpu_threads
+        self.threads = threads
         self.reward_mix = RewardMix(rewards or [])
         self.policy_model = None
         self.tokenizer = None
         self.sampler = None
-        self.pool: ThreadedRenderPool | None = None
-        self.prefetch: Prefetched | None = None
-        self.finishing: ThreadPoolExecutor | None = None  # a batch's renders, gate and scores, after sampling
-        self.timeline = Timeline()
+        self.pipeline: RolloutPipeline | None = None
         self._resumed_rng: dict | None = None
 
     # --- setup ---------------------------------------------------------------------------------
 
-    def setup(self, stage: str) -> None:
-        self.reward_mix.setup()  # a term's model loads as the trainer starts
+    def configure_callbacks(self) -> list[pl.Callback]:
+        return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations)]
 
     def configure_model(self) -> None:
         # Lightning calls this before the dataloaders are built, so the data module can use the tokenizer
         if self.policy_model is None:
-            if self.cpu_threads > 0:
+            if self.threads.update > 0:
                 # a tiny model's kernels are too small to split: extra threads only fight the renderer
-                torch.set_num_threads(self.cpu_threads)
-            self.policy_model, self.tokenizer = load_policy(self.policy_config)
+                torch.set_num_threads(self.threads.update)
+            device = self.trainer.strategy.root_device.type if self._trainer is not None else None
+            self.policy_model, self.tokenizer = load_policy(self.policy_config, device)
+            settings = update_defaults(self.policy_config, self.policy_model, device, self.grpo_config.micro_batch_size)
+            pl.utilities.rank_zero_info(f"update settings: {settings}")
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
         if self.sampler is None:  # built again after a teardown closed it
-            self.sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, self.sampler_backend,
-                                         self.vllm_config,
+            sampling = replace(self.sampling_config, cpu_threads=self.threads.sampling)
+            self.sampler = build_sampler(sampling, self.policy_model, self.tokenizer, self.sampler_backend, self.vllm_config,
                                          need_logps=self.grpo_config.num_iterations > 1 or self.max_staleness > 0)
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
             raise ValueError(f"num_generations={self.grpo_config.num_generations} must be a multiple of the "
                              f"world size ({self.trainer.world_size}): each rank samples an equal share of a group")
-        self._open_pool()
-        self.timeline = Timeline()
-        self.finishing = ThreadPoolExecutor(1, thread_name_prefix="finish")
-        if self.max_staleness:
-            self.prefetch = Prefetched()
+        self._open_pipeline(self.reward_mix, depth=self.max_staleness)
 
     def on_validation_start(self) -> None:
-        if self.prefetch is not None:  # its renders finish first, so validation's timings are its own
-            self.prefetch.wait()
-        self._open_pool()
+        if self.pipeline is not None:  # a stale run's batches in flight finish first, so validation's timings are its own
+            self.pipeline.prefetched.wait()
+        self._open_pipeline(self.reward_mix)
 
     def on_predict_start(self) -> None:
-        self._open_pool(pixel_density=1.0)  # paintings at the canvas's full size, whatever training rendered at
+        self._open_pipeline(None, pixel_density=1.0)  # paintings at the canvas's full size, whatever training rendered at
 
-    def _open_pool(self, **overrides) -> None:
-        if self.pool is None:
-            self.pool = ThreadedRenderPool(size=self.render_pool_size, **{**self.render_kwargs, **overrides})
+    def _open_pipeline(self, rewards: RewardMix | None, depth: int = 0, **overrides) -> None:
+        if self.pipeline is None:
+            # ranks draw different rows of the same groups; a batch sampled ahead draws the same whenever it is sampled
+            reseed = self.trainer.world_size > 1 or self.max_staleness > 0
+            self.pipeline = RolloutPipeline(self.sampler, rewards,
+                                            {"size": self.render_pool_size, "config": self.render_config, **overrides},
+                                            self.device, self.global_rank, reseed, depth)
 
     def teardown(self, stage: str) -> None:
-        if self.finishing is not None:  # before the pool: a batch still finishing renders with it
-            self.finishing.shutdown()
-            self.finishing, self.prefetch = None, None
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
+        if self.pipeline is not None:  # a batch still in flight finishes first: it renders with the pool
+            self.pipeline.close()
+            self.pipeline = None
         if self.sampler is not None:  # a vLLM engine's processes end here, not at interpreter exit
             self.sampler.close()
             self.sampler = None
-        self.reward_mix.teardown()
 
     def configure_optimizers(self):
         from transformers import get_scheduler
@@ -200,7 +246,7 @@ class GRPOModule(pl.LightningModule):
             set_rng_state(self._resumed_rng)
             self._resumed_rng = None
 
-    def save_adapter(self, path: str | Path) -> None:
+    def save_adapter(self, path: str) -> None:
         """The adapter in peft format (adapter_config.json + safetensors), with the tokenizer."""
         self.policy_model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
@@ -208,74 +254,47 @@ class GRPOModule(pl.LightningModule):
     # --- the step -----------------------------------------------------------------------------------
 
     def training_step(self, prompts: list[Prompt], batch_idx: int) -> dict[str, StepResult]:
-        g = self.grpo_config
-        start = self.timeline.now()
+        timeline, start = self.pipeline.timeline, self.pipeline.timeline.now()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        pending = self.prefetch.take(prompt_key(prompts)) if self.prefetch is not None else None
-        if pending is None:  # on-policy: max_staleness 0, or the first step of a run (resumed or not)
-            pending = self.start_rollout(prompts)
-        if self.prefetch is not None:  # the next batch is sampled now, with the weights before this update
-            self.prefetch_next(self.global_step // self.num_iterations + 1)
-        batch, rewards, scores, metrics = pending.result()
-        stale = batch.policy_version < self.global_step
-        metrics["train/staleness"] = float(self.global_step - batch.policy_version)
-
-        group_rewards = self.gather_groups(rewards, len(prompts))
+        batch = self.take_batch(prompts)
+        group_rewards = self.gather_groups(batch.rewards, len(prompts))
         advantages, stats = self.advantages(group_rewards, len(prompts))
-        metrics.update(stats, **completion_metrics(batch.samples))
-
-        t0 = time.perf_counter()
-        all_missing = bool(torch.isnan(group_rewards).all())  # the same on every rank: they step together
-        with self.timeline.span("update") as update:
-            for _ in range(g.num_iterations):
-                if all_missing:  # no score at all: nothing to learn from this batch
-                    skip_step(self.optimizers(), self.lr_schedulers())
-                else:
-                    metrics.update(self.update(batch.samples, advantages, stale))
-        tokens = float(batch.samples.completion_mask.sum() + batch.samples.prompt_mask.sum()) * g.num_iterations
-        metrics.update(rate("update", t0, tokens, "tokens"), **{"train/skipped_missing": float(all_missing)})
+        with timeline.span("update") as update:
+            metrics = self.update(batch, advantages, skip=bool(torch.isnan(group_rewards).all()))
+        self.sampler.sync_weights(self.policy_model)
+        end = timeline.now()
+        phases = ["sampling", "render", *(f"score_{t.name}" for t in self.reward_mix.terms), "update"]
+        metrics.update(batch.metrics, **stats, **completion_metrics(batch.samples),
+                       **busy_idle_metrics(timeline, start, end, phases), **{
+                           "time/step_s": end - start, "time/at/update_start_s": update[1],
+                           "time/at/update_end_s": update[2]})
         if self.device.type == "cuda":  # the step's high-water mark: sampling, scoring on the same GPU, and the update
             metrics["memory/peak_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
-        self.sampler.sync_weights(self.policy_model)
-        end = self.timeline.now()
-        phases = ["sampling", "render", *(f"score_{t.name}" for t in self.reward_mix.terms), "update"]
-        metrics.update(busy_idle_metrics(self.timeline, start, end, phases), **{
-            "time/step_s": end - start, "time/at/update_start_s": update[1], "time/at/update_end_s": update[2]})
         self.log_step(metrics, len(batch.rollouts))
-        return {"step": StepResult(batch, scores, rewards, group_rewards, advantages, metrics)}
+        return {"step": StepResult(batch, batch.scores, batch.rewards, group_rewards, advantages, metrics)}
 
-    def start_rollout(self, prompts: list[Prompt]) -> Future:
-        """Sample `prompts` here, with the weights as they are; their renders, gate and scores finish on the
-        finishing thread. The future holds the batch, its [N] rewards, the term scores and the metrics so far."""
-        if self.trainer.world_size > 1 or self.max_staleness:
-            # ranks draw different rows of the same groups; a stream's batch draws the same whenever it is sampled
-            torch.manual_seed(group_seed(prompts[0].seed, self.global_rank))
-        sampled = sample(self.sampler, self.pool, prompts, self.grpo_config.num_generations // self.trainer.world_size,
-                         self.timeline, self.reward_mix)
-        return self.finishing.submit(self.finish_rollout, sampled, self.global_step)
+    def take_batch(self, prompts: list[Prompt]) -> RolloutBatch:
+        """This step's batch, scored: the one sampled ahead for these prompts, or one sampled now; then the
+        batches `max_staleness` steps ahead are sampled, with the weights before this step's update."""
+        n, version = self.grpo_config.num_generations // self.trainer.world_size, self.global_step
+        job = self.pipeline.take(prompts, n, version, keep_logps=self.num_iterations > 1)
+        index = self.global_step // self.num_iterations
+        while len(self.pipeline.prefetched) < self.max_staleness:
+            ahead = index + 1 + len(self.pipeline.prefetched)
+            if 0 < self.trainer.max_steps <= ahead * self.num_iterations:
+                break  # past the run's last step
+            self.pipeline.prefetch(self.stream_prompts(ahead), n, version)
+        batch = job.result()
+        batch.metrics["train/staleness"] = float(version - batch.policy_version)
+        return batch
 
-    def finish_rollout(self, sampled: Sampled, policy_version: int) -> tuple[RolloutBatch, Tensor, dict, dict]:
-        if self.device.type == "cuda":  # the current device is per thread: a new thread starts on device 0
-            torch.cuda.set_device(self.device)
-        batch = finish(sampled)
-        batch.policy_version = policy_version
-        t0 = time.perf_counter()
-        rewards, scores, metrics = self.reward_mix.score(batch.rollouts, self.timeline, batch.streamed)
-        metrics.update(batch.metrics, **rate("scoring", t0, len(batch.rollouts), "rollouts"))
-        return batch, rewards, scores, metrics
-
-    def prefetch_next(self, batch_index: int) -> None:
-        """Sample the stream's batch `batch_index` now (before this step's update), to be finished while the
-        update runs and taken by the step it is for."""
-        if 0 < self.trainer.max_steps <= batch_index * self.num_iterations:
-            return  # past the run's last step
+    def stream_prompts(self, batch_index: int) -> list[Prompt]:
         datamodule = self.trainer.datamodule
         if not hasattr(datamodule, "train_prompts"):
-            raise ValueError("max_staleness 1 reads the next step's prompts ahead: it needs a data module with "
+            raise ValueError("max_staleness > 0 reads later steps' prompts ahead: it needs a data module with "
                              "train_prompts(step), such as lit_watercolour.data.PromptDataModule")
-        prompts = datamodule.train_prompts(batch_index)
-        self.prefetch.put(prompt_key(prompts), self.start_rollout(prompts))
+        return datamodule.train_prompts(batch_index)
 
     def gather_groups(self, rows: Tensor, num_groups: int) -> Tensor:
         """This rank's [P*k] rows -> every rank's, as [P*G] whole groups (the identity on one rank)."""
@@ -292,13 +311,21 @@ class GRPOModule(pl.LightningModule):
         return advantages, {**{k: float(v) for k, v in stats.items()}, "advantage/mean": advantages.mean().item(),
                             "advantage/std": advantages.std().item(), "advantage/abs_max": advantages.abs().max().item()}
 
-    def update(self, samples: SampleBatch, advantages: Tensor, stale: bool = False) -> dict[str, float]:
-        world = self.trainer.world_size
+    def update(self, batch: RolloutBatch, advantages: Tensor, skip: bool) -> dict[str, float]:
+        """`num_iterations` optimizer steps on the batch; skipped (still counted) when no rollout has a score."""
+        world, metrics, t0 = self.trainer.world_size, {}, time.perf_counter()
         # DDP averages the ranks' gradients: the DAPO normaliser is all ranks' tokens / world (TRL)
         world_tokens = (lambda n: self.trainer.strategy.reduce(n, reduce_op="sum") / world) if world > 1 else (lambda n: n)
-        return policy_update(self.policy_model, samples, advantages, self.grpo_config, self.sampling_config,
-                             self.optim_config, self.optimizers(), self.lr_schedulers(), self.manual_backward, world_tokens,
-                             stale)
+        for _ in range(self.num_iterations):
+            if skip:  # the same on every rank: they step together
+                skip_step(self.optimizers(), self.lr_schedulers())
+            else:
+                metrics.update(policy_update(self.policy_model, batch.samples, advantages, self.grpo_config,
+                                             self.sampling_config, self.optim_config, self.optimizers(),
+                                             self.lr_schedulers(), self.manual_backward, world_tokens, batch.old_logps))
+        samples = batch.samples
+        tokens = float(samples.completion_mask.sum() + samples.prompt_mask.sum()) * self.num_iterations
+        return {**metrics, **rate("update", t0, tokens, "tokens"), "train/skipped_missing": float(skip)}
 
     def log_step(self, metrics: dict[str, float], batch_size: int) -> None:
         shown = ("reward", "gate/pass_rate", "time/step_s")  # on the progress bar
@@ -309,30 +336,20 @@ class GRPOModule(pl.LightningModule):
     # --- evaluation and painting ----------------------------------------------------------------
 
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
-        batch = collect(self.sampler, self.pool, prompts, self.grpo_config.num_generations, scorer=self.reward_mix)
-        rollouts = batch.rollouts
-        rewards, scores, _ = self.reward_mix.score(rollouts, streamed=batch.streamed)
-        n = len(rollouts)
-        self.log("val/reward", torch.nanmean(rewards).item(), batch_size=n)
-        self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in rollouts)) / n, batch_size=n)
-        for name, s in scores.items():
+        batch = self.pipeline.submit(prompts, self.grpo_config.num_generations).result()
+        n = len(batch.rollouts)
+        self.log("val/reward", torch.nanmean(batch.rewards).item(), batch_size=n)
+        self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in batch.rollouts)) / n, batch_size=n)
+        for name, s in batch.scores.items():
             self.log(f"val/reward/{name}", torch.nanmean(s).item(), batch_size=n)
 
-    def predict_step(self, prompts: list[Prompt], batch_idx: int) -> list[str]:
-        """Paint each subject `predict_generations` times into predict_dir as .js, .png and .txt (raw)."""
-        rollouts = collect(self.sampler, self.pool, prompts, self.predict_generations).rollouts
-        out = Path(self.predict_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for i, r in enumerate(rollouts):
-            stem = out / f"{slug(r.prompt)}-{batch_idx}-{i % self.predict_generations}"
-            stem.with_suffix(".txt").write_text(r.completion)
-            if r.code is not None:
-                stem.with_suffix(".js").write_text(r.code)
-            if r.render is not None and r.render.png is not None:
-                stem.with_suffix(".png").write_bytes(r.render.png)
-            written.append(str(stem))
-        return written
+    def predict_step(self, prompts: list[Prompt], batch_idx: int) -> list[Rollout]:
+        """Each subject painted `predict_generations` times; `PaintingWriter` writes them to `predict_dir`."""
+        return self.pipeline.collect(prompts, self.predict_generations).rollouts
+
+
+def renamed(old: str, new: str) -> None:
+    warnings.warn(f"{old} is now {new}; the old name goes in the next release", FutureWarning, stacklevel=3)
 
 
 def as_config(cls, value):
@@ -340,11 +357,6 @@ def as_config(cls, value):
     if value is None:
         return cls()
     return cls(**value) if isinstance(value, dict) else value
-
-
-def prompt_key(prompts: list[Prompt]) -> tuple:
-    """What a prefetched batch is for: its prompts' subjects and seeds."""
-    return tuple((p.subject, p.seed) for p in prompts)
 
 
 def rate(phase: str, t0: float, count: float, unit: str) -> dict[str, float]:
@@ -358,5 +370,3 @@ def completion_metrics(samples: SampleBatch) -> dict[str, float]:
             "completions/clipped_ratio": samples.truncated.float().mean().item()}
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "painting"

@@ -1,17 +1,18 @@
-"""Overlapping the step (`GRPOModule.max_staleness = 1`), and the timeline each phase's busy time is read from.
+"""Overlapping the step (`GRPOModule.max_staleness = k`), and the timeline each phase's busy time is read from.
 
-A step with staleness 1 samples the next step's batch on the main thread before its own update, with the
-weights of the step before, then hands that batch's renders, gate and scores to the finishing thread, so
-they run while this step waits for its own scores and updates. The policy is only ever used on the main
-thread, one thing at a time: sampling and the update never share the weights or the accelerator. A
-prefetched batch is one optimizer step behind the update that uses it; the module passes it to the loss
-with the sampler's log-probs as the old policy (`update.policy_update(stale=True)`).
+A step with staleness k keeps k batches sampled ahead in a `PrefetchQueue`: before its own update it samples
+the batch k steps on, on the main thread, with the weights of the step before; that batch's renders, gate and
+scores run on the rollout pipeline's event loop while this step waits for its own scores and updates. The
+policy is only ever used on the main thread, one thing at a time: sampling and the update never share the
+weights or the accelerator. A prefetched batch is k optimizer steps behind the update that uses it, and
+carries the sampler's log-probs as the old policy (`RolloutBatch.old_logps`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Hashable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_all
@@ -80,28 +81,39 @@ def busy_idle_metrics(timeline: Timeline, lo: float, hi: float, phases: list[str
     return out
 
 
-class Prefetched:
-    """The one batch sampled ahead, still finishing, keyed by what it is for (the step's prompts)."""
+class PrefetchQueue:
+    """The batches sampled ahead, oldest first, at most `depth`, each keyed by what it is for (its prompts)."""
 
-    def __init__(self) -> None:
-        self.pending: tuple[Hashable, Future] | None = None
+    def __init__(self, depth: int) -> None:
+        if depth < 0:
+            raise ValueError(f"a prefetch depth is >= 0, not {depth}")
+        self.depth = depth
+        self.pending: deque[tuple[Hashable, Future]] = deque()
+
+    def __len__(self) -> int:
+        return len(self.pending)
 
     def put(self, key: Hashable, job: Future) -> None:
-        if self.pending is not None:
-            raise RuntimeError("a batch is already prefetched")
-        self.pending = (key, job)
+        if len(self.pending) >= self.depth:
+            raise RuntimeError(f"{self.depth} batches are already prefetched")
+        self.pending.append((key, job))
 
     def take(self, key: Hashable) -> Future | None:
-        """The job if it was for `key`; None if none was, or another (it then finishes unused)."""
-        if self.pending is None:
-            return None
-        (started_for, job), self.pending = self.pending, None
-        return job if started_for == key else None
+        """The oldest job if it was for `key`; else None, and every queued job is dropped once done (they were
+        read for another order of batches: they finish unused, before the batch sampled in their place)."""
+        if self.pending and self.pending[0][0] == key:
+            return self.pending.popleft()[1]
+        self.drain()
+        return None
 
     def wait(self) -> None:
-        """Until the job in flight (if any) is done; it stays to be taken."""
-        if self.pending is not None:
-            wait_all([self.pending[1]])
+        """Until every job in flight is done (failed ones included); they stay to be taken."""
+        wait_all([job for _, job in self.pending])
+
+    def drain(self) -> None:
+        """Wait for the jobs in flight and drop them (at teardown: their renders use the pool being closed)."""
+        self.wait()
+        self.pending.clear()
 
 
 def stage_times(metrics: dict[str, float]) -> dict[str, float]:

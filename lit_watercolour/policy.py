@@ -9,10 +9,8 @@ them with `AutoModelForCausalLM` renames the modules (`model.language_model.*` b
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import re
-import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,42 +18,81 @@ from typing import Literal
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from torch.utils.checkpoint import create_selective_checkpoint_contexts
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel
 
-from lit_watercolour.experts import use_frozen_experts
-from lit_watercolour.grpo import linear_logps_and_entropy
-from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
+from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
+from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
+from lit_watercolour.kernels.compile import compile_decoder_layers, use_compile_cache
+from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resolve_update_defaults
+from lit_watercolour.kernels.experts import use_frozen_experts
+from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
+from lit_watercolour.kernels.lora import fuse_lora_linears
+from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-CheckpointKeep = Literal["inputs", "attention", "attention+out_proj"]
-AttentionBackend = Literal["default", "flash", "cudnn", "efficient"]
 
 
 @dataclass
 class PolicyConfig:
-    model: str = "Qwen/Qwen3.5-35B-A3B"  # a Hub id or a local transformers folder
-    tiny: str | None = None  # build a tiny random-init model of this architecture instead (CPU runs)
-    tiny_config: dict = field(default_factory=dict)  # sizes for `tiny`, e.g. {hidden_size: 64}
+    model: str = "Qwen/Qwen3.5-35B-A3B"
+    """A Hub id or a local transformers folder."""
+    tiny: str | None = None
+    """Build a tiny random-init model of this architecture instead (CPU runs, tests)."""
+    tiny_config: dict = field(default_factory=dict)
+    """Sizes for `tiny`, e.g. {hidden_size: 64}."""
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
-    attn_implementation: str | None = None  # e.g. "sdpa", "flash_attention_2"; None: transformers' choice
-    attention_backend: AttentionBackend = "default"  # sdpa's kernel tried first (the others stay fallbacks); default: torch's order
+    """The base weights' dtype (the adapter trains in float32 either way)."""
+    attn_implementation: str | None = None
+    """e.g. "sdpa", "flash_attention_2"; None: transformers' choice."""
+    attention_backend: AttentionBackend = "default"
+    """sdpa's kernel tried first (the others stay fallbacks). "default": torch's own order, which already
+    picks FlashAttention or cuDNN where they run; no other order has been measured faster on every model,
+    so none is the default."""
     gradient_checkpointing: bool = True
-    # what each checkpointed decoder layer keeps besides its input, so backward need not recompute it:
-    # "attention": the attention kernel's output; "attention+out_proj": also the o_proj and down_proj matmuls
-    checkpoint_keep: CheckpointKeep = "inputs"
-    fused_lora: bool = True  # each LoRA linear as one autograd node (`fuse_lora_linears`); False: peft's forward
-    compile_layers: bool = False  # torch.compile each decoder layer (fuses norms, RoPE, SwiGLU; minutes to compile; dense models)
-    frozen_experts: bool = True  # MoE experts as one autograd node with no weight gradients (`experts.py`); False: transformers'
-    quantization: Literal["none", "4bit", "8bit"] = "none"  # bitsandbytes base weights (QLoRA)
+    """Recompute each decoder layer in backward instead of keeping its activations."""
+    checkpoint_keep: CheckpointKeep | Literal["auto"] = "auto"
+    """What each checkpointed decoder layer keeps besides its input, so backward need not recompute it:
+    "inputs" nothing more; "attention" the attention kernel's output; "attention+out_proj" also the o_proj
+    and down_proj matmuls. "auto": the measured best for the model's family and device
+    (`lit_watercolour.kernels.defaults`)."""
+    fused_lora: bool = True
+    """Each LoRA linear as one autograd node (`kernels.lora`); False: peft's forward."""
+    compile_layers: bool | Literal["auto"] = "auto"
+    """torch.compile the decoder layers (regional: one layer's graph serves all; fuses norms, RoPE, SwiGLU)
+    for the update's forward and recomputation; sampling stays eager. "auto": on for dense models on CUDA,
+    off on CPUs (a toolchain and minutes of warm-up a small model never wins back) and for the Gated
+    DeltaNet / MoE families (not measured to pay there; compiled on request, the linear-attention kernels
+    then stay eager inside the compiled layers)."""
+    compile_budget_s: float = 300.0
+    """Seconds of compilation the decoder layers may take; past them, or where compiling fails, they run
+    eagerly (one warning). The update logs the seconds compiled in each step as `time/compile_s`."""
+    compile_cache_dir: str | None = None
+    """Inductor's cache (the compiled layers' kernels and, on CUDA, the LM head's), kept between runs so a
+    second run loads what the first compiled; None: $TORCHINDUCTOR_CACHE_DIR, else
+    ~/.cache/lit_watercolour/torch_compile."""
+    frozen_experts: bool = True
+    """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
+    quantization: Literal["none", "4bit", "8bit"] = "none"
+    """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
+    Off by default: each quantized matmul dequantizes its weight first, so a 16-bit base that fits is faster;
+    and bitsandbytes quantizes Linear layers only, so a MoE's fused 3-D experts (most of Qwen3.5-35B-A3B's
+    weights) stay in `dtype` either way."""
     lora_r: int = 16
+    """The adapter's rank."""
     lora_alpha: int = 32
+    """The adapter's scale numerator (scaling = lora_alpha / lora_r)."""
     lora_dropout: float = 0.0
+    """Dropout on the adapter's input (0: the fused LoRA linear runs)."""
     target_modules: str | list[str] = "all-linear"
-    exclude_modules: str | None = r".*visual.*"  # never adapt a vision tower
-    adapter: str | None = None  # a trained peft adapter folder to start from (predict, fine-tune)
+    """peft's target modules."""
+    exclude_modules: str | None = r".*visual.*"
+    """A regex of modules never adapted (a vision tower)."""
+    adapter: str | None = None
+    """A trained peft adapter folder to start from (predict, fine-tune)."""
     revision: str | None = None
+    """The Hub revision of `model`."""
     trust_remote_code: bool = False
+    """Let transformers run the checkpoint's own modelling code."""
 
 
 def require_bitsandbytes(feature: str) -> None:
@@ -68,7 +105,9 @@ def model_class(config) -> type:
     return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
 
 
-def load_base_model(cfg: PolicyConfig, tokenizer) -> PreTrainedModel:
+def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> PreTrainedModel:
+    """The base model in `cfg.dtype` on the CPU; a quantized one on `device` (None: CUDA if there is one), where
+    bitsandbytes quantizes it as it loads."""
     dtype = DTYPES[cfg.dtype]
     if cfg.tiny is not None:
         return build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
@@ -85,6 +124,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer) -> PreTrainedModel:
             bnb_4bit_quant_type="nf4",
             bnb_4bit_compute_dtype=dtype,
         )
+        kwargs["device_map"] = {"": default_device(device)}
     config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     return model_class(config).from_pretrained(cfg.model, **kwargs)
 
@@ -100,24 +140,34 @@ def load_tokenizer(cfg: PolicyConfig):
     return tokenizer
 
 
-def load_policy(cfg: PolicyConfig) -> tuple[PeftModel, object]:
-    """The LoRA-wrapped policy and its tokenizer. Only adapter weights require grad."""
+def default_device(device: str | None) -> str:
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def update_defaults(cfg: PolicyConfig, model: PreTrainedModel, device: str | None = None,
+                    micro_batch_size: int | None = None) -> UpdateDefaults:
+    """`cfg`'s "auto" settings (and a None micro-batch size) resolved for `model`'s family on `device`."""
+    return resolve_update_defaults(model_family(model.config), default_device(device), micro_batch_size,
+                                   cfg.checkpoint_keep, cfg.compile_layers, quantized=cfg.quantization != "none")
+
+
+def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel, object]:
+    """The LoRA-wrapped policy and its tokenizer, its "auto" settings resolved for the device it will train on
+    (None: CUDA if there is one). Only adapter weights require grad.
+
+    A quantized base is not passed through peft's `prepare_model_for_kbit_training`: that casts every
+    16-bit weight left unquantized (embeddings, LM head, fused MoE experts) to float32, which a bf16
+    model does not need and a MoE's experts cannot afford."""
     tokenizer = load_tokenizer(cfg)
-    model = load_base_model(cfg, tokenizer)
+    model = load_base_model(cfg, tokenizer, device)
+    settings = update_defaults(cfg, model, device)
+    if settings.compile_layers or settings.device == "cuda":  # the LM head's tiles are compiled on CUDA too
+        use_compile_cache(cfg.compile_cache_dir)
     use_attention_backend(model, cfg.attention_backend)
     if cfg.frozen_experts:
         use_frozen_experts(model)
-    if cfg.quantization != "none":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     if cfg.gradient_checkpointing:
-        # non-reentrant: works with frozen embeddings and needs no enable_input_require_grads
-        kwargs = {"use_reentrant": False}
-        if cfg.checkpoint_keep != "inputs":
-            kwargs["context_fn"] = functools.partial(create_selective_checkpoint_contexts,
-                                                     checkpoint_policy(cfg.checkpoint_keep, model.config))
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        enable_gradient_checkpointing(model, settings.checkpoint_keep)
     if cfg.adapter is not None:
         model = PeftModel.from_pretrained(model, cfg.adapter, is_trainable=True)
     else:
@@ -135,162 +185,14 @@ def load_policy(cfg: PolicyConfig) -> tuple[PeftModel, object]:
         model = get_peft_model(model, lora)
     if cfg.fused_lora:
         fuse_lora_linears(model)
-    if cfg.compile_layers:
-        for layer in decoder_layers(model):
-            layer.compile(dynamic=True)  # sequence lengths vary by micro-batch
+    if settings.compile_layers:
+        compile_decoder_layers(decoder_layers(model), cfg.compile_budget_s)
     return model, tokenizer
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     """The repeated transformer blocks (the text model's `layers`)."""
     return next(m for n, m in model.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList))
-
-
-def use_attention_backend(model: PreTrainedModel, backend: str) -> None:
-    """Make `model`'s sdpa attention try `backend`'s kernel first, in forward and in checkpointed recomputation.
-
-    Registered with transformers as an attention implementation "sdpa_<backend>_first": transformers' own sdpa
-    function (and its masks) inside `torch.nn.attention.sdpa_kernel`, so the choice holds wherever the
-    layer runs, with no context for callers to enter around backward.
-    """
-    if backend == "default":
-        return
-    if model.config._attn_implementation != "sdpa":
-        raise ValueError(f"attention_backend={backend!r} needs attn_implementation 'sdpa', not {model.config._attn_implementation!r}")
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    order = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    first = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-             "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
-
-    def attention(*args, **kwargs):
-        with sdpa_kernel([first] + [b for b in order if b != first], set_priority=True):
-            return sdpa_attention_forward(*args, **kwargs)
-
-    name = f"sdpa_{'fa2' if backend == 'flash' else backend}_first"  # transformers reads "flash" in a name as FlashAttention's
-    AttentionInterface.register(name, attention)
-    AttentionMaskInterface.register(name, sdpa_mask)
-    model.set_attn_implementation(name)
-
-
-def _aten_ops(*names: str) -> frozenset:
-    """The default overloads of the aten ops of these names that this torch build has."""
-    return frozenset(getattr(torch.ops.aten, n).default for n in names if hasattr(torch.ops.aten, n))
-
-
-ATTENTION_OPS = _aten_ops("_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
-                          "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
-                          "_flash_attention_forward", "_efficient_attention_forward")
-MATMUL_OPS = _aten_ops("mm", "addmm")
-
-
-def checkpoint_policy(keep: str, config):
-    """The selective-checkpointing policy (torch.utils.checkpoint) for `PolicyConfig.checkpoint_keep`.
-
-    "attention" keeps every attention kernel's output (out and log-sum-exp, ~heads x head_dim numbers a
-    token): backward recomputes the cheap q, k, v projections but not the quadratic attention.
-    "attention+out_proj" keeps, besides, the outputs of the base matmuls that produce hidden-size rows
-    from an input at least as wide: o_proj and down_proj (the widest inputs, so the most FLOPs per
-    number kept), and q_proj where heads x head_dim equals the hidden size; a LoRA B matmul, with r
-    inputs, is not one of them.
-    """
-    from torch.utils.checkpoint import CheckpointPolicy
-
-    hidden = config.get_text_config().hidden_size
-
-    def policy(ctx, op, *args, **kwargs):
-        if op in ATTENTION_OPS:
-            return CheckpointPolicy.MUST_SAVE
-        if keep == "attention+out_proj" and op in MATMUL_OPS:
-            a, b = args[-2:]
-            if b.shape[1] == hidden and a.shape[1] >= hidden:
-                return CheckpointPolicy.MUST_SAVE
-        return CheckpointPolicy.PREFER_RECOMPUTE
-
-    return policy
-
-
-class _LoraLinear(torch.autograd.Function):
-    """y = x W^T + bias + scaling * (x A^T) B^T, one autograd node in one dtype.
-
-    peft runs LoRA as four more ops a layer (A, B, the scaling, the add), each a pass over a
-    [tokens, out] tensor; here the B product is added by the base output's own matmul epilogue
-    (addmm), and backward shares d y's passes between the input, A and B gradients. Saves x and
-    x A^T (r numbers a token), as peft does.
-    """
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, lora_a, lora_b, scaling: float, dtype: torch.dtype):
-        with torch.autocast(x.device.type, enabled=False):
-            x2 = x.reshape(-1, x.shape[-1]).to(dtype)
-            w, a, b = weight.to(dtype), lora_a.to(dtype), lora_b.to(dtype)
-            xa = x2 @ a.t()
-            base = x2 @ w.t() if bias is None else torch.addmm(bias.to(dtype), x2, w.t())
-            y = torch.addmm(base, xa, b.t(), alpha=scaling)  # out of place: selective checkpointing may keep `base`
-        ctx.save_for_backward(x2, xa, weight, bias, lora_a, lora_b)
-        ctx.scaling, ctx.dtype, ctx.x_shape, ctx.x_dtype = scaling, dtype, x.shape, x.dtype
-        return y.view(*x.shape[:-1], -1)
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        x2, xa, weight, bias, lora_a, lora_b = ctx.saved_tensors
-        need_x, need_w, need_bias, need_a, need_b = ctx.needs_input_grad[:5]
-        dtype, s = ctx.dtype, ctx.scaling
-        grad_x = grad_w = grad_bias = grad_a = grad_b = None
-        with torch.autocast(grad_y.device.type, enabled=False):
-            g = grad_y.reshape(-1, grad_y.shape[-1]).to(dtype)
-            a, b = lora_a.to(dtype), lora_b.to(dtype)
-            gb = g @ (b * s)  # d loss / d (x A^T), [tokens, r]
-            if need_x:
-                grad_x = (g @ weight.to(dtype)).addmm_(gb, a).view(ctx.x_shape).to(ctx.x_dtype)
-            if need_a:
-                grad_a = (gb.t() @ x2).to(lora_a.dtype)
-            if need_b:
-                grad_b = (g.t() @ (xa * s)).to(lora_b.dtype)
-            if need_w:
-                grad_w = (g.t() @ x2).to(weight.dtype)
-            if need_bias:
-                grad_bias = g.sum(0).to(bias.dtype)
-        return grad_x, grad_w, grad_bias, grad_a, grad_b, None, None
-
-
-def _fused_lora_forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-    """peft's `lora.Linear.forward` as one `_LoraLinear` where the layer is plain LoRA; peft's own otherwise."""
-    names = [n for n in self.active_adapters if n in self.lora_A]
-    base = self.base_layer
-    if (args or kwargs or self.disable_adapters or self.merged or len(names) != 1 or names[0] in self.lora_variant
-            or getattr(self, "fan_in_fan_out", False) or type(base) is not torch.nn.Linear
-            or not base.weight.is_floating_point() or self.lora_B[names[0]].bias is not None
-            or (self.training and not isinstance(self.lora_dropout[names[0]], torch.nn.Identity))):
-        return type(self).forward(self, x, *args, **kwargs)
-    name = names[0]
-    lora_a, lora_b = self.lora_A[name].weight, self.lora_B[name].weight
-    device = x.device.type
-    if torch.is_autocast_enabled(device):  # as peft + autocast: every matmul in the autocast dtype
-        dtype = torch.get_autocast_dtype(device)
-    elif x.dtype == base.weight.dtype == lora_a.dtype == lora_b.dtype:
-        dtype = x.dtype
-    else:  # peft's mixed precision (float32 adapter on a 16-bit base): left to peft
-        return type(self).forward(self, x)
-    return _LoraLinear.apply(x, base.weight, base.bias, lora_a, lora_b, float(self.scaling[name]), dtype)
-
-
-def fuse_lora_linears(model: torch.nn.Module) -> int:
-    """Run every peft LoRA linear layer of `model` through `_LoraLinear` (in place; returns how many).
-
-    The same function as peft's forward (tested against it), with fewer passes over the activations;
-    layers peft runs differently (adapter off or merged, several adapters, DoRA and other variants,
-    dropout in training, quantised or non-Linear base) fall back to peft's forward call by call.
-    """
-    from peft.tuners.lora import Linear as LoraLinear
-
-    layers = [m for m in model.modules() if type(m) is LoraLinear]
-    for m in layers:
-        m.forward = types.MethodType(_fused_lora_forward, m)
-    return len(layers)
 
 
 def merged_weight(layer: torch.nn.Module) -> torch.Tensor:

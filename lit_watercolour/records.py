@@ -9,9 +9,12 @@ group i // n); T tokens of the longest completion.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import io
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
+
+from PIL import Image
 
 if TYPE_CHECKING:  # annotations only: the renderer and the gate use these records without torch's weight
     from torch import Tensor
@@ -29,6 +32,7 @@ class RenderResult:
     error: str | None = None  # first uncaught error / rejection, or a harness failure ("timeout")
     console: list[str] = field(default_factory=list)  # console messages, capped
     elapsed_s: float = 0.0  # wall clock of pool.render, queueing excluded
+    cpu_s: float = 0.0  # CPU time of the page's renderers and GPU process while it painted (alone on its browser)
     js_s: float = 0.0  # in-page time from sketch start to the done signal
     calls: dict[str, int] = field(default_factory=dict)  # "brush.fill" / "p5.ellipse" -> count
     painted_fraction: float = 0.0  # share of pixels far from the modal background colour
@@ -37,6 +41,14 @@ class RenderResult:
     infra_error: bool = False  # the browser failed, not the sketch (after one retry)
     width: int = 0  # the canvas the sketch created, in canvas units (the PNG is this times the density)
     height: int = 0
+
+    @cached_property
+    def image(self) -> Image.Image | None:
+        """The capture decoded once, as RGB; every reader shares this one."""
+        if self.png is None:
+            return None
+        with Image.open(io.BytesIO(self.png)) as img:
+            return img.convert("RGB")
 
 
 @dataclass
@@ -62,13 +74,17 @@ class Rollout:
 
 @dataclass
 class RolloutBatch:
-    """One step's rollouts on this rank: sampled, extracted, gated, rendered."""
+    """One step's rollouts on this rank: sampled, extracted, gated, rendered and (in fit and validate) scored."""
 
     samples: SampleBatch  # prompt ids/mask [N, P], completion ids/mask and log-probs [N, T]
     rollouts: list[Rollout]  # [N], row i of `samples`
-    metrics: dict[str, float]  # time/* of sampling and rendering
+    metrics: dict[str, float]  # time/* of sampling, rendering and scoring; the reward terms' metrics
     policy_version: int = 0  # the optimizer step count of the weights that sampled it
-    streamed: list[dict[str, Future]] = field(default_factory=list)  # [N] term name -> its score_row, under way
+    # [N, T] the sampling policy's log-probs, the importance ratio's denominator: kept when an older policy
+    # sampled the batch or it is used for several optimizer steps; None on-policy (the ratio is then 1)
+    old_logps: Tensor | None = None
+    rewards: Tensor | None = None  # [N] the reward mix, NaN where missing; None when nothing scored it
+    scores: dict[str, Tensor] = field(default_factory=dict)  # term name -> [N], 0 where a gated term skipped
 
 
 @dataclass

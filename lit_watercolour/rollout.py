@@ -1,126 +1,190 @@
-"""One rollout batch: sample n completions per prompt, extract each sketch, gate it, render it.
+"""The rollout pipeline: prompts and a policy version in, a scored batch out; it owns everything in flight.
 
-Rendering overlaps sampling: the sampler reports each row the moment it ends and its sketch
-goes to the render pool at once, so what is left after sampling is the wait for the last
-renders. A sketch the static gate rejects is never rendered. Scoring overlaps rendering: a
-streaming reward term (`RewardTerm.streams`) starts on each row as soon as the row is gated.
+    sample (caller's thread: the policy's) --row ends--> extract, static gate
+        --> render (event loop) --> gate (worker) --> streaming terms, per row (loop or worker)
+    after the last row: wait for the rows --> the other terms, the mix (worker) --> RolloutBatch
+
+Rendering overlaps sampling: the sampler reports each row the moment it ends and its sketch goes to the
+render pool at once, so what is left after sampling is the wait for the last renders. A sketch the static
+gate rejects is never rendered. Scoring overlaps rendering: a streaming reward term (`RewardTerm.streams`)
+starts on each row as soon as it is gated. Concurrency is one event loop (the render pool's pages and every
+HTTP scorer's calls, on one thread) and a small pool of worker threads for CPU and torch work (the gate's
+parse, image statistics, HPSv3); the policy itself is used only on the caller's thread. The batches sampled
+ahead (`GRPOModule.max_staleness`) wait in the pipeline's `PrefetchQueue`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import torch
+
+from lit_watercolour.data import group_seed
 from lit_watercolour.gate import gate, static_gate
+from lit_watercolour.overlap import PrefetchQueue, Timeline
 from lit_watercolour.records import RenderResult, Rollout, RolloutBatch
+from lit_watercolour.sandbox import RenderPool
 from lit_watercolour.sketch import extract_code
 
 if TYPE_CHECKING:
     from lit_watercolour.data import Prompt
-    from lit_watercolour.overlap import Timeline
-    from lit_watercolour.render import ThreadedRenderPool
+    from lit_watercolour.rewards.base import RewardTerm
     from lit_watercolour.rewards.mix import RewardMix
-    from lit_watercolour.sampling import SampleBatch, Sampler
+    from lit_watercolour.sampling import Sampler
+
+WORKERS = 2  # CPU work per row is milliseconds and mostly releases the GIL (numpy, PNG decoding)
 
 
-@dataclass
-class Sampled:
-    """A batch whose rows are sampled, while its renders (and streaming scores) may still be under way:
-    `finish` waits for them. Sampling needs the policy; finishing only the render pool and the scorer."""
+class RolloutPipeline:
+    """Samples, renders, gates and scores batches. `rewards`: the mix (None: nothing is scored, as in
+    predict). `rank`, `reseed`: each batch's sampling seed is drawn from its first prompt's seed and the
+    rank, so ranks draw different rows of the same groups and a batch draws the same whenever it is
+    sampled (DDP, or batches sampled ahead). `depth`: how many batches may be sampled ahead."""
 
-    samples: SampleBatch
-    rollouts: list[Rollout]
-    settled: list[Future[None]]  # rendered rows: render and gate done
-    streamed: list[dict[str, Future]]
-    sampling_span: list | None
-    executor: ThreadPoolExecutor  # the rows' render waits and streaming scores
-
-
-def collect(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt], n: int,
-            timeline: Timeline | None = None, scorer: RewardMix | None = None) -> RolloutBatch:
-    """n completions of each prompt, each extracted, gated and (when the static gate lets it) rendered."""
-    return finish(sample(sampler, renderer, prompts, n, timeline, scorer))
-
-
-def sample(sampler: Sampler, renderer: ThreadedRenderPool, prompts: list[Prompt], n: int,
-           timeline: Timeline | None = None, scorer: RewardMix | None = None) -> Sampled:
-    """Sample n completions of each prompt; each row's sketch is gated and sent to render as it ends.
-    `timeline`: records the sampling span and each render's, from submission to result.
-    `scorer`: its streaming terms start on each row once it is gated (`RolloutBatch.streamed`)."""
-    rows = len(prompts) * n
-    rollouts: list[Rollout | None] = [None] * rows  # indexed by row: rows may end in any order
-    streamed: list[dict[str, Future]] = [{} for _ in range(rows)]
-    settled: dict[int, Future[None]] = {}  # rendered rows: render and gate done
-    # a thread per wait (a render, a judge's reply), so no row's scoring queues behind another row's render
-    waits = max(rows, 1) * (1 + len(scorer.streaming() if scorer else []))
-    executor = ThreadPoolExecutor(waits, thread_name_prefix="rollout")
-    start_scoring = scorer.streamer(executor, timeline) if scorer is not None else None
-
-    def gated(row: int) -> None:
-        if start_scoring is not None:
-            streamed[row] = start_scoring(rollouts[row])
-
-    def settle(row: int, render: Future[RenderResult]) -> None:
-        r = rollouts[row]
+    def __init__(self, sampler: Sampler, rewards: RewardMix | None, render_kwargs: dict, device: torch.device | None = None,
+                 rank: int = 0, reseed: bool = False, depth: int = 0) -> None:
+        self.sampler, self.rewards, self.rank, self.reseed = sampler, rewards, rank, reseed
+        self.timeline = Timeline()
+        self.prefetched = PrefetchQueue(depth)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rollout-loop", daemon=True)
+        self.thread.start()
+        cuda = device if device is not None and device.type == "cuda" else None
+        # a thread starts on CUDA device 0: a term's "cuda" must be its rank's GPU
+        self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="rollout-work",
+                                       initializer=torch.cuda.set_device if cuda else None, initargs=(cuda,) if cuda else ())
         try:
-            r.render = render.result()
-        except Exception as e:  # a harness failure is the renderer's, not the sketch's
-            r.render = RenderResult(png=None, error=f"{type(e).__name__}: {e}", infra_error=True)
-        r.gate = gate(r.code, r.render)
-        gated(row)
+            self.pool = self.call(self.open_pool(render_kwargs)).result()
+        except BaseException:
+            self.close()
+            raise
 
-    def on_completion(row: int, text: str) -> None:
-        p = prompts[row // n]
-        code = extract_code(text)
-        r = rollouts[row] = Rollout(prompt=p.subject, completion=text, group=row // n, seed=p.seed, code=code)
-        r.gate = static_gate(code, text)
-        if r.gate is not None:
-            gated(row)
-            return
-        render = renderer.submit(code, p.seed)
-        if timeline is not None:
-            span = timeline.begin("render")
-            render.add_done_callback(lambda _, span=span: timeline.end(span))
-        settled[row] = executor.submit(settle, row, render)
+    @staticmethod
+    async def open_pool(render_kwargs: dict) -> RenderPool:
+        pool = RenderPool(**render_kwargs)
+        await pool.start()
+        return pool
 
-    try:
-        sampling = timeline.begin("sampling") if timeline is not None else None
-        samples = sampler.sample([p.text for p in prompts], n, on_completion)
-        if timeline is not None:
-            timeline.end(sampling)
+    def call(self, coro) -> Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    # --- a batch ---------------------------------------------------------------------------------
+
+    def submit(self, prompts: list[Prompt], n: int, policy_version: int = 0, keep_logps: bool = False) -> Future[RolloutBatch]:
+        """Sample n completions of each prompt here, now; the future holds the batch once its renders, gate
+        and scores are in. `keep_logps`: the batch keeps the sampler's log-probs as `old_logps`."""
+        if self.reseed:
+            torch.manual_seed(group_seed(prompts[0].seed, self.rank))
+        rows: dict[int, Future] = {}
+        rollouts: list[Rollout | None] = [None] * (len(prompts) * n)  # indexed by row: rows may end in any order
+
+        def on_completion(row: int, text: str) -> None:
+            p = prompts[row // n]
+            code = extract_code(text)
+            r = rollouts[row] = Rollout(prompt=p.subject, completion=text, group=row // n, seed=p.seed, code=code)
+            r.gate = static_gate(code, text)
+            rows[row] = self.call(self.settle(r))
+
+        with self.timeline.span("sampling") as sampling:
+            samples = self.sampler.sample([p.text for p in prompts], n, on_completion)
         if None in rollouts:
             missing = [row for row, r in enumerate(rollouts) if r is None]
             raise RuntimeError(f"the sampler reported no completion for rows {missing}")
-    except BaseException:
-        executor.shutdown(wait=False)
-        raise
-    for row, r in enumerate(rollouts):
-        r.num_tokens = int(samples.completion_mask[row].sum())
-    return Sampled(samples, rollouts, list(settled.values()), streamed, sampling, executor)
+        for row, r in enumerate(rollouts):
+            r.num_tokens = int(samples.completion_mask[row].sum())
+        batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
+                                                 "time/at/sampling_end_s": sampling[2]}, policy_version,
+                             samples.logps if keep_logps else None)
+        return self.call(self.finish(batch, rows))
+
+    def collect(self, prompts: list[Prompt], n: int) -> RolloutBatch:
+        return self.submit(prompts, n).result()
+
+    async def settle(self, r: Rollout) -> dict[str, asyncio.Task]:
+        """Render and gate one row (unless the static gate failed it); its streaming terms' work is started,
+        not awaited: the batch's other terms need the renders, not these scores."""
+        if r.gate is None:
+            span = self.timeline.begin("render")
+            try:
+                r.render = await self.pool.render(r.code, r.seed)
+            except Exception as e:  # a harness failure is the renderer's, not the sketch's
+                r.render = RenderResult(png=None, error=f"{type(e).__name__}: {e}", infra_error=True)
+            finally:
+                self.timeline.end(span)
+            r.gate = await self.loop.run_in_executor(self.work, gate, r.code, r.render)
+        terms = self.rewards.streaming(r) if self.rewards is not None else []
+        return {t.name: asyncio.ensure_future(self.score_row(t, r)) for t in terms}
+
+    async def score_row(self, term: RewardTerm, r: Rollout) -> Any:
+        if term.awaits:
+            with self.timeline.span(f"score_{term.name}"):
+                return await term.ascore_row(r)
+        return await self.loop.run_in_executor(self.work, self.timed, term, r)
+
+    def timed(self, term: RewardTerm, r: Rollout) -> Any:
+        with self.timeline.span(f"score_{term.name}"):
+            return term.score_row(r)
+
+    async def finish(self, batch: RolloutBatch, rows: dict[int, Future]) -> RolloutBatch:
+        t0 = time.perf_counter()
+        started = dict(zip(rows, await asyncio.gather(*(asyncio.wrap_future(f) for f in rows.values()))))
+        rendered = [r.render for r in batch.rollouts if r.render is not None]
+        tokens = float(batch.samples.num_tokens.sum())
+        batch.metrics.update({
+            "time/sampling_s": batch.samples.seconds,
+            "time/sampling_tokens_per_s": tokens / max(batch.samples.seconds, 1e-9),
+            "time/render_wait_s": time.perf_counter() - t0,  # rendering left when the wait began
+            "time/render_mean_s": sum(x.elapsed_s for x in rendered) / max(1, len(rendered)),
+            "time/renders": float(len(rendered)),
+        })
+        if self.rewards is None:
+            return batch
+        t1, rollouts = time.perf_counter(), batch.rollouts
+        # the batch terms (HPSv3) start now, while the streaming terms' last rows (a judge's replies) finish
+        batch_terms = {t.name: self.loop.run_in_executor(self.work, self.rewards.score_term, t, rollouts, None,
+                                                         self.timeline)
+                       for t in self.rewards.terms if not t.streams}
+        streamed = {t.name: {} for t in self.rewards.terms if t.streams}
+        for row, tasks in started.items():
+            for name, task in tasks.items():
+                streamed[name][row] = await task
+        scored = {t.name: await batch_terms[t.name] if t.name in batch_terms else
+                  self.rewards.score_term(t, rollouts, streamed[t.name]) for t in self.rewards.terms}
+        batch.rewards, batch.scores, metrics = self.rewards.mix(rollouts, scored)
+        seconds = time.perf_counter() - t1
+        batch.metrics.update(metrics, **{"time/scoring_s": seconds,
+                                         "time/scoring_rollouts_per_s": len(rollouts) / max(seconds, 1e-9)})
+        return batch
+
+    # --- batches sampled ahead -------------------------------------------------------------------
+
+    def take(self, prompts: list[Prompt], n: int, policy_version: int, keep_logps: bool) -> Future[RolloutBatch]:
+        """The batch sampled ahead for these prompts, or, when none was (a run's first step, another order
+        of prompts), one sampled now."""
+        job = self.prefetched.take(prompt_key(prompts))
+        return job if job is not None else self.submit(prompts, n, policy_version, keep_logps)
+
+    def prefetch(self, prompts: list[Prompt], n: int, policy_version: int) -> None:
+        """Sample a later step's batch now; it keeps its log-probs (an older policy sampled it)."""
+        self.prefetched.put(prompt_key(prompts), self.submit(prompts, n, policy_version, keep_logps=True))
+
+    def close(self) -> None:
+        """Wait for the batches in flight, then close the pool, the workers and the loop."""
+        self.prefetched.drain()
+        if getattr(self, "pool", None) is not None:
+            self.call(self.pool.close()).result()
+            self.pool = None
+        self.work.shutdown()
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+        self.loop.close()
 
 
-def finish(batch: Sampled) -> RolloutBatch:
-    """The batch once every render is in and gated; streaming scores may still run (RewardMix.score waits)."""
-    t0 = time.perf_counter()
-    try:
-        for job in batch.settled:
-            job.result()
-    finally:
-        batch.executor.shutdown(wait=False)  # the scoring under way goes on: RewardMix.score waits for it
-    wait_s = time.perf_counter() - t0
-    samples, rollouts = batch.samples, batch.rollouts
-    rendered = [r.render for r in rollouts if r.render is not None]
-    tokens = float(samples.num_tokens.sum())
-    metrics = {
-        "time/sampling_s": samples.seconds,
-        "time/sampling_tokens_per_s": tokens / max(samples.seconds, 1e-9),
-        "time/render_wait_s": wait_s,  # rendering left when the wait began
-        "time/render_mean_s": sum(x.elapsed_s for x in rendered) / max(1, len(rendered)),
-        "time/renders": float(len(rendered)),
-    }
-    if batch.sampling_span is not None:  # when this batch was sampled, for checking what overlapped what
-        metrics.update({"time/at/sampling_start_s": batch.sampling_span[1],
-                        "time/at/sampling_end_s": batch.sampling_span[2]})
-    return RolloutBatch(samples, rollouts, metrics, streamed=batch.streamed)
+def prompt_key(prompts: list[Prompt]) -> tuple:
+    """What a prefetched batch is for: its prompts' subjects and seeds."""
+    return tuple((p.subject, p.seed) for p in prompts)

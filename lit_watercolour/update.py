@@ -18,37 +18,59 @@ from torch import Tensor
 from torchmetrics.aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
 
 from lit_watercolour import grpo
+from lit_watercolour.kernels.compile import compile_seconds
+from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
 from lit_watercolour.policy import adapter_in_model_dtype, completion_logps
 from lit_watercolour.sampling import SampleBatch, SamplingConfig
 
 
 @dataclass
 class GRPOConfig:
-    num_generations: int = 8  # completions per prompt: one group
-    micro_batch_size: int = 1  # rows per forward/backward; the step accumulates over all rows
-    num_iterations: int = 1  # optimizer steps per rollout batch (>1 reuses it with old log-probs)
+    num_generations: int = 8
+    """Completions per prompt: one group."""
+    micro_batch_size: int | None = None
+    """Rows per forward/backward; the step accumulates over all rows. None: the measured best for the
+    policy's family and device (`lit_watercolour.kernels.defaults`), logged as the run starts."""
+    num_iterations: int = 1
+    """Optimizer steps per rollout batch (>1 reuses it with old log-probs)."""
     loss_type: grpo.LossType = "dapo"
+    """The loss's normalisation (`grpo.grpo_loss`)."""
     epsilon: float = 0.2
-    epsilon_high: float | None = None  # None: epsilon; DAPO's clip-higher uses 0.28
-    beta: float = 0.0  # k3 KL to the reference (the adapter switched off)
-    use_bias_correction_kl: bool = True  # KL times the importance ratio (TRL 1.16's default)
+    """The ratio's clip below (and above, unless `epsilon_high`)."""
+    epsilon_high: float | None = None
+    """The ratio's clip above; None: epsilon (DAPO's clip-higher uses 0.28)."""
+    beta: float = 0.0
+    """Weight of the k3 KL to the reference (the adapter switched off)."""
+    use_bias_correction_kl: bool = True
+    """KL times the importance ratio (TRL 1.16's default)."""
     scale_rewards: grpo.ScaleRewards = "group"
+    """Divide advantages by the group's std, the batch's, or nothing."""
     mask_truncated_completions: bool = False
-    # truncated importance sampling (TRL's vllm_importance_sampling_cap; 2.0 there): where a sampling engine
-    # reported its own log-probs (vLLM), each token's loss is weighted by min(p_old / p_engine, cap); None: off
+    """Leave completions that hit the length limit out of the loss."""
     importance_sampling_cap: float | None = None
+    """Truncated importance sampling (TRL's vllm_importance_sampling_cap; 2.0 there): where a sampling engine
+    reported its own log-probs (vLLM), each token's loss is weighted by min(p_old / p_engine, cap); None: off."""
 
 
 @dataclass
 class OptimConfig:
     optimizer: Literal["adamw", "adamw_8bit"] = "adamw"
+    """"adamw": torch's (fused on CUDA); "adamw_8bit": bitsandbytes' AdamW8bit, its moments in 8 bits (the
+    `bnb` extra). A LoRA adapter's optimizer state is small, so 8 bits saves little there."""
     lr: float = 1e-5
+    """Learning rate of the LoRA adapter."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
     eps: float = 1e-8
+    """AdamW epsilon."""
     lr_scheduler: str = "constant_with_warmup"  # any transformers.get_scheduler name, e.g. "cosine"
+    """A transformers.get_scheduler name, e.g. constant_with_warmup or cosine."""
     warmup_steps: int = 0
+    """Optimizer steps of linear warm-up."""
     max_grad_norm: float = 1.0  # 0: no clipping
+    """Clip the gradient norm to this; 0: no clipping."""
 
 
 # How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.
@@ -75,30 +97,33 @@ def micro_batches(samples: SampleBatch, size: int):
 
 def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig, c: SamplingConfig,
                   optim: OptimConfig, optimizer, scheduler, backward: Callable[[Tensor], None],
-                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n, stale: bool = False) -> dict[str, float]:
+                  world_tokens: Callable[[Tensor], Tensor] = lambda n: n, old_logps: Tensor | None = None) -> dict[str, float]:
     """One optimizer step over the whole rollout batch. `world_tokens`: this rank's token count ->
-    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL). `stale`: an older policy
-    sampled the batch (`GRPOModule.max_staleness`), so the sampler's log-probs are the ratio's denominator."""
+    the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL). `old_logps` [N, T]: the
+    sampling policy's log-probs, the ratio's denominator, where the batch is reused or an older policy
+    sampled it (`RolloutBatch.old_logps`); None on-policy."""
     mask = samples.completion_mask.float()
     if g.mask_truncated_completions:
         mask = grpo.mask_truncated_completions(mask, samples.truncated)
-    accumulation = math.ceil(mask.shape[0] / g.micro_batch_size)
+    device = next(model.parameters()).device.type
+    mb = resolve_update_defaults(model_family(model.config), device, g.micro_batch_size).micro_batch_size
+    compiled_before = compile_seconds()
+    accumulation = math.ceil(mask.shape[0] / mb)
     num_items = world_tokens(mask.sum())
     metrics = {k: AGGREGATORS[kind](nan_strategy="ignore", sync_on_compute=False) for k, kind in UPDATE_METRICS.items()}
     finite = True
     optimizer.zero_grad()
-    for sl, p_keep, c_len in micro_batches(samples, g.micro_batch_size):
+    for sl, p_keep, c_len in micro_batches(samples, mb):
         ids, m = samples.completion_ids[sl, :c_len], mask[sl, :c_len]
         args = (samples.prompt_ids[sl][:, p_keep], samples.prompt_mask[sl][:, p_keep], ids,
-                samples.completion_mask[sl, :c_len], c.temperature, g.micro_batch_size)
+                samples.completion_mask[sl, :c_len], c.temperature, mb)
         logps, entropy = completion_logps(model, *args)
         ref = None
         if g.beta != 0.0:
             with torch.no_grad(), model.disable_adapter():
                 ref = completion_logps(model, *args)[0]
-        # on-policy (num_iterations 1) the ratio is exactly 1, as in TRL; the sampler's own
-        # log-probs are the old policy only when the batch is reused or an older policy sampled it
-        old = samples.logps[sl, :c_len] if g.num_iterations > 1 or stale else None
+        # on-policy the ratio is exactly 1, as in TRL
+        old = old_logps[sl, :c_len] if old_logps is not None else None
         m = m.to(logps.device)
         weights = None
         if g.importance_sampling_cap is not None and samples.sampler_logps is not None:
@@ -125,6 +150,7 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
             metrics[k].update(v.float().cpu(), **weight)
     out = {k: float(metric.compute()) for k, metric in metrics.items() if metric.update_called}
     out = {k: v for k, v in out.items() if not (UPDATE_METRICS[k] in ("min", "max") and math.isinf(v))}  # all NaN
+    out["time/compile_s"] = compile_seconds() - compiled_before  # a compiled policy's warm-up: its first steps
     return {**out, **optimizer_step(model, optimizer, scheduler, optim.max_grad_norm, finite)}
 
 

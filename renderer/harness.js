@@ -1,524 +1,436 @@
-// Runs after p5 and p5.brush load and before the sketch. It tells the sketch's drawing from the
-// libraries', counts and polices it on every path, blocks what the gate forbids, detects when
-// p5.brush has finished painting and hands the canvas back. The pool calls, once per page,
+// The referee. Runs after p5, p5.brush and SES load and before any sketch. The pool calls, once per page,
 //   __lw.run({code, seed, maxFrames, minSide, maxSide, density})
 // and its promise resolves with the render report (see `finish`).
 //
-// Who is drawing. `control` is a stack: LIB while p5 or p5.brush runs on the sketch's behalf
-// (every p5 and brush entry point is wrapped), a callback record while a sketch function that
-// the libraries called runs (setup/draw and the other globals the sketch defines, functions it
-// hands to p5 or p5.brush: custom brush tips, vector fields, pressure curves, ...). When the
-// stack is empty the event loop called in directly (the sketch's own top level, its timers, or
-// p5 resuming after an await), and the innermost stack frame that is not the harness's says
-// whose code it is. Calls made by p5.brush or p5 are theirs; calls made by sketch code,
-// including sketch code that p5.brush calls back, are the sketch's.
+// The sketch cannot reach the referee. SES `lockdown()` freezes every JavaScript intrinsic, then the
+// sketch is evaluated in a Compartment whose only globals are a facade of the allowed API: p5's
+// functions and values, `brush`, a seeded Math, crypto and clock, a console that is kept. It has no
+// window, document, timer, evaluator or DOM node. Objects handed back to it (buffers, vectors,
+// colours, brush polygons, a custom tip's surface) are views through a membrane that exposes only
+// their allowed members, and everything it hands to the libraries is copied to plain data, its
+// functions wrapped. So a forbidden call does not exist rather than being caught; every call that
+// draws comes through the facade, where it is counted or refused; and the picture on the canvas is
+// painted by the allowed API only. The report is built here, out of the sketch's reach, from frozen
+// built-ins; the pool checks its shape (a malformed one is the sketch's tampering).
 (() => {
   "use strict";
   const P = window.__lwPrelude;
   delete window.__lwPrelude;
-  const { record, originals: O } = P;
   const apply = Reflect.apply;
   const construct = Reflect.construct;
-  const ownKeys = Reflect.ownKeys;
-  const getDescriptor = Object.getOwnPropertyDescriptor;
-  const getProto = Object.getPrototypeOf;
+  const { Graphics, Framebuffer, Vector, Color, Image: P5Image, Shader } = p5;
+  const BRUSH = { ...brush };
+  const BRUSH_CLASSES = new Map(["Plot", "Polygon", "Position"].map((name) => [BRUSH[name], name]));
+  const createCanvasEl = Document.prototype.createElement.bind(document, "canvas");
+  const toDataURL = HTMLCanvasElement.prototype.toDataURL;
+  const setTimeoutReal = window.setTimeout.bind(window);
 
+  // --- the record ---------------------------------------------------------------------------
   const calls = Object.create(null);
   const count = (name) => { calls[name] = (calls[name] || 0) + 1; };
-
-  const LIB = 0;
-  const control = [];
-  const TOP = Object.freeze({ kind: "sketch", surface: null });  // the sketch's own code, no callback
-  const ORIGIN = location.origin;
-  const LIBRARY_URLS = new Set([`${ORIGIN}/p5.min.js`, `${ORIGIN}/p5.brush.js`]);
-  const HARNESS_URLS = new Set([`${ORIGIN}/harness.js`, `${ORIGIN}/prelude.js`]);
-  const FRAME_URL = /\(([^()]*):\d+:\d+\)$|^\s*at ([^()\s]*):\d+:\d+$/;
-  // The innermost frame that is neither the harness nor a builtin decides; no such frame (a
-  // native function handed straight to a timer) is the sketch's.
-  const sketchOnStack = () => {
-    const lines = new O.Error().stack.split("\n");
-    for (let i = 1; i < lines.length; i++) {
-      const m = FRAME_URL.exec(lines[i]);
-      const url = m && (m[1] || m[2]);
-      if (!url || url === "native" || url.startsWith("<anonymous>")) continue;
-      if (HARNESS_URLS.has(url)) { if (lines[i].includes(" __lwSketchCallback ")) return true; continue; }
-      return !LIBRARY_URLS.has(url);
-    }
-    return true;
-  };
-  // The sketch's callback record (TOP outside callbacks) when the sketch is the caller, else
-  // null. `precise`: unless a library call is in progress, read the stack trace too (raw
-  // contexts and renderer internals, which p5 reaches from functions that are not wrapped, or
-  // after an await); p5's public API is the sketch's unless a library call is in progress.
-  const caller = (precise) => {
-    if (!started) return null;
-    const top = control.length ? control[control.length - 1] : TOP;
-    if (top === LIB) return null;
-    return !precise || sketchOnStack() ? top : null;
-  };
-  const asLibrary = (f, self, args, newTarget) => {
-    control.push(LIB);
-    try {
-      return newTarget ? construct(f, args, newTarget) : apply(f, self, args);
-    } finally {
-      control.pop();
-    }
-  };
-  // A sketch function that the libraries call runs as the sketch's code.
-  const asSketch = (fn, kind) => function __lwSketchCallback(...args) {
-    control.push({ kind, surface: kind === "tip" ? args[0] : null });
-    try {
-      return new.target ? construct(fn, args, new.target) : apply(fn, this, args);
-    } finally {
-      control.pop();
-    }
-  };
+  const violations = [];
+  const record = (what) => { if (violations.length < 64 && !violations.includes(what)) violations.push(what); };
   const denied = (what, message) => { record(what); throw new Error(message || `${what} is not allowed`); };
 
-  // Arguments handed to p5.brush must be plain data: a getter, a valueOf/toString/toPrimitive of
-  // the sketch's own or a Proxy would run sketch code inside p5.brush, unseen.
-  const trusted = new WeakSet([Object.prototype, Array.prototype, Function.prototype]);
-  const trustChain = (proto) => { for (let p = proto; p && !trusted.has(p); p = getProto(p)) trusted.add(p); };
-  for (const ctor of [Number, String, Boolean, Date, Map, Set, Float32Array, Float64Array, Int8Array, Int16Array,
-    Int32Array, Uint8Array, Uint8ClampedArray, Uint16Array, Uint32Array, ArrayBuffer]) trustChain(ctor.prototype);
-  const COERCERS = new Set(["valueOf", "toString", "toJSON", Symbol.toPrimitive, Symbol.iterator]);
-  const plainValues = (args) => {
-    for (let i = 0; i < args.length; i++) { const a = args[i]; if ((typeof a === "object" && a !== null) || typeof a === "function") return false; }
-    return true;
+  // --- buffers: a budget in pixels, whoever allocates (the sketch, or p5.brush on its behalf) ----
+  let pixelBudget = 0;  // set by run(): BUFFER_CANVASES canvases of the largest allowed size
+  const BUFFER_CANVASES = 8;
+  let started = false;
+  let density = 1;
+  let maxSide = 1024;
+  const spend = (w, h, d) => {
+    if (!started) return;
+    const side = (v) => v === undefined || (typeof v === "number" && v > 0 && v <= maxSide);
+    if (!side(w) || !side(h)) denied("canvas:buffer_size", `buffers may be at most ${maxSide} a side`);
+    pixelBudget -= (w || 1) * (h || 1) * (d || density) * (d || density);
+    if (pixelBudget < 0) denied("canvas:buffer_pixels", `buffers may hold at most ${BUFFER_CANVASES} canvases of pixels`);
   };
-  const hiddenCode = (args) => {
-    if (plainValues(args)) return null;
-    const seen = new Set();
-    const todo = [...args];
-    let budget = 100000;
-    while (todo.length) {
-      const v = todo.pop();
-      if ((typeof v !== "object" || v === null) && typeof v !== "function") continue;
-      if (seen.has(v)) continue;
-      seen.add(v);
-      if (P.isProxy(v)) return "a Proxy";
-      if (--budget < 0) return "too large an argument";
-      const proto = getProto(v);
-      const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
-      for (let holder = v; holder && (holder === v || !trusted.has(holder)); holder = getProto(holder)) {
-        if (P.isProxy(holder)) return "a Proxy";
-        const keys = ownKeys(holder);
-        budget -= keys.length;
-        if (budget < 0) return "too large an argument";
-        for (const key of keys) {
-          const d = getDescriptor(holder, key);
-          if (d.get || d.set) return `a getter (${String(key)})`;
-          if (COERCERS.has(key) && !(Array.isArray(holder) && key === Symbol.iterator && d.value === Array.prototype[Symbol.iterator])) return `its own ${String(key)}`;
-          if (holder === v && (plain || !trusted.has(proto)) && typeof v !== "function") todo.push(d.value);
-        }
-      }
-    }
-    return null;
+  const charge = (target, name, sides) => {
+    const f = target[name];
+    if (typeof f !== "function") return;
+    target[name] = function (...args) { apply(spend, null, sides(this, args)); return apply(f, this, args); };
   };
-  // Function arguments (and functions in option objects) become sketch callbacks.
-  const markCallbacks = (args, kind) => plainValues(args) ? args : args.map((a) => {
-    if (typeof a === "function") return asSketch(a, kind);
-    if (a && typeof a === "object" && getProto(a) === Object.prototype && !P.isProxy(a)) {
-      let copy = null;
-      for (const key of Object.keys(a)) {
-        if (typeof a[key] === "function") {
-          copy = copy || { ...a };
-          copy[key] = asSketch(a[key], key === "tip" && a.type === "custom" ? "tip" : kind);
-        }
-      }
-      return copy || a;
-    }
-    return a;
-  });
+  const options = (a) => (a && typeof a === "object" ? a : {});
+  charge(p5.prototype, "createGraphics", (_, [w, h]) => [w, h, density]);
+  charge(p5.prototype, "createImage", (_, [w, h]) => [w, h, 1]);
+  charge(p5.prototype, "createFramebuffer", (self, [o]) => [options(o).width ?? self.width, options(o).height ?? self.height, density]);
+  charge(Graphics.prototype, "createGraphics", (_, [w, h]) => [w, h, density]);
+  charge(Graphics.prototype, "createImage", (_, [w, h]) => [w, h, 1]);
+  charge(Graphics.prototype, "createFramebuffer", (self, [o]) => [options(o).width ?? self.width, options(o).height ?? self.height, density]);
+  charge(P5Image.prototype, "resize", (_, [w, h]) => [w, h, 1]);
+  charge(Framebuffer.prototype, "resize", (_, [w, h]) => [w, h, density]);
 
-  // brush.*: counted, arguments checked, callbacks marked; the object is frozen.
-  const brushCall = (label, who, args) => {
-    if (who.kind !== "sketch") denied(`raw:callback:${label}`, `${label} cannot be called from inside a p5.brush callback`);
-    const why = hiddenCode(args);
-    if (why) denied(`hidden:${label}`, `${label} was given ${why}`);
-    count(label);
-    return markCallbacks(args, "brush");
-  };
-  const wrapBrush = (f, label) => {
-    const wrapped = function (...args) {
-      const who = caller(false);
-      return asLibrary(f, this, who ? brushCall(label, who, args) : args, new.target);
-    };
-    if (f.prototype) wrapped.prototype = f.prototype;  // classes: instanceof and subclasses still work
-    return wrapped;
-  };
-  const PAINTING_METHODS = new Set(["draw", "fill", "hatch", "wash", "mass", "show"]);  // the rest build geometry
-  for (const name of Object.keys(brush)) {
-    const value = brush[name];
-    if (typeof value !== "function") continue;
-    if (/^[A-Z]/.test(name) && value.prototype) {  // Polygon, Plot, Position: their methods paint too
-      trustChain(value.prototype);
-      for (const method of Object.getOwnPropertyNames(value.prototype)) {
-        if (PAINTING_METHODS.has(method) && typeof value.prototype[method] === "function") {
-          value.prototype[method] = wrapBrush(value.prototype[method], `brush.${name}.${method}`);
-        }
-      }
-      Object.freeze(value.prototype);
-    }
-    brush[name] = wrapBrush(value, `brush.${name}`);
+  // --- the membrane -------------------------------------------------------------------------
+  const realOf = new WeakMap();  // view -> the library object behind it
+  const viewOf = new WeakMap();  // library object -> its view
+  const surfaceKind = (v) => (v instanceof Graphics || v instanceof Framebuffer ? "buffer" : v instanceof P5Image ? "image" : null);
+  const dataKind = (v) => v instanceof Vector || v instanceof Color || BRUSH_CLASSES.has(v.constructor) || Object.getPrototypeOf(v) === Object.prototype;
+  // Members that lead out of the drawing API: elements, contexts, renderers, the instance.
+  const HIDDEN = new Set(["constructor", "elt", "canvas", "drawingContext", "renderer", "pixels", "parent", "gl", "framebuffer",
+    "colorTexture", "depthTexture", "target", "prototype", "__proto__"]);
+  const hidden = (key) => typeof key !== "string" || key[0] === "_" || HIDDEN.has(key);
+  const MAX_COPY = 100000;
+
+  // library -> sketch
+  function toSketch(v) {
+    if ((typeof v !== "object" || v === null) && typeof v !== "function") return v;
+    if (typeof v === "function") return undefined;  // only methods are callable, through their view
+    if (Array.isArray(v)) return v.map(toSketch);
+    if (ArrayBuffer.isView(v)) return Array.from(v);
+    const kind = surfaceKind(v) || (dataKind(v) ? "data" : null);
+    return kind ? view(v, kind) : undefined;
   }
-  Object.freeze(brush);
-  Object.defineProperty(window, "brush", { value: brush, writable: false, configurable: false });
+  function view(target, kind) {
+    let v = viewOf.get(target);
+    if (v) return v;
+    const member = (key) => {
+      if (hidden(key)) {  // reaching for what lies behind the API is the attempt to draw around it
+        if (typeof key === "string" && key !== "constructor" && key !== "prototype" && key !== "__proto__") record(`raw:reach:${key}`);
+        return undefined;
+      }
+      const value = Reflect.get(target, key);
+      if (typeof value !== "function") return toSketch(value);
+      return (...args) => invoke(key, value, args);
+    };
+    const invoke = (key, f, args) => {
+      if (kind !== "data") return policed(target, key, args, f);
+      const cls = BRUSH_CLASSES.get(target.constructor);
+      if (cls && PAINTING_METHODS.has(key)) count(`brush.${cls}.${key}`);
+      return toSketch(apply(f, target, fromSketch(args)));
+    };
+    v = new Proxy({}, {
+      get: (_, key) => member(key),
+      set: (_, key, value) => {
+        if (kind !== "data" || hidden(key) || typeof Reflect.get(target, key) === "function") return false;
+        return Reflect.set(target, key, fromSketch(value));
+      },
+      has: (_, key) => !hidden(key) && key in target,
+      ownKeys: () => Reflect.ownKeys(target).filter((key) => !hidden(key)),
+      getOwnPropertyDescriptor: (_, key) => {
+        if (hidden(key) || !Object.prototype.hasOwnProperty.call(target, key)) return undefined;
+        return { value: member(key), writable: kind === "data", enumerable: true, configurable: true };
+      },
+      defineProperty: () => false,
+      deleteProperty: () => false,
+      getPrototypeOf: () => null,
+      setPrototypeOf: () => false,
+      preventExtensions: () => false,
+    });
+    viewOf.set(target, v);
+    realOf.set(v, target);
+    return v;
+  }
 
-  // p5's API. Shapes from the sketch are counted as bare primitives, except a custom brush tip's
-  // shapes on its own tip surface (how p5.brush defines a stamp). Text, images that are not
-  // p5.brush buffers, pixel writes, shaders and filters with shaders are violations from any sketch
-  // code; from inside a p5.brush callback, any drawing but the tip's shapes is.
-  const PRIMITIVES = ["arc", "bezier", "box", "circle", "cone", "curve", "cylinder", "ellipse", "ellipsoid",
-    "line", "plane", "point", "quad", "rect", "sphere", "spline", "square", "torus", "triangle",
-    "beginShape", "endShape", "vertex", "bezierVertex", "splineVertex", "quadraticVertex", "beginContour",
-    "endContour", "model", "normal", "fill", "stroke", "noFill", "noStroke", "strokeWeight"];
-  const SHAPES = new Set(PRIMITIVES);
-  const STYLE = new Set(["normal", "fill", "stroke", "noFill", "noStroke", "strokeWeight"]);
-  const TEXT = new Set(["text", "textToPoints", "textToContours", "textToModel"]);
-  const IMAGES = new Set(["image", "texture", "background", "set", "copy", "blend", "imageLight", "panorama"]);
-  const PIXELS = new Set(["updatePixels", "set"]);
-  const SHADERS = new Set(["createShader", "createFilterShader", "shader", "strokeShader", "imageShader",
-    "baseMaterialShader", "baseNormalShader", "baseColorShader", "baseStrokeShader", "baseFilterShader",
-    "buildMaterialShader", "buildNormalShader", "buildColorShader", "buildStrokeShader", "buildFilterShader"]);
-  const isBuffer = (v) => v instanceof p5.Graphics || v instanceof p5.Framebuffer;
-  const isImage = (v) => v instanceof p5.Image || isBuffer(v) || v instanceof Element || v instanceof ImageBitmap ||
-    (typeof OffscreenCanvas !== "undefined" && v instanceof OffscreenCanvas) || v instanceof ImageData;
-  // Buffers the sketch makes: a few, no larger than the largest canvas (GPU memory is shared).
-  const MAX_BUFFERS = 16;
-  let buffers = 0;
-  const BUFFER_MAKERS = new Set(["createGraphics", "createFramebuffer", "createImage", "resize"]);
-  const policeBuffer = (self, name, args) => {
-    if (name !== "resize" && ++buffers > MAX_BUFFERS) denied("canvas:buffers", `more than ${MAX_BUFFERS} buffers`);
-    const options = name === "createFramebuffer" && args[0] && typeof args[0] === "object" ? args[0] : null;
-    const sides = name === "createFramebuffer" ? [options ? options.width : undefined, options ? options.height : undefined] : [args[0], args[1]];
-    const ok = (v) => v === undefined || (typeof v === "number" && v > 0 && v <= maxSide);
-    if (!sides.every(ok)) denied("canvas:buffer_size", `${name}: buffers may be at most ${maxSide} a side`);
-  };
-  const policeP5 = (self, name, args, who) => {
-    if (BUFFER_MAKERS.has(name) && (name !== "resize" || self instanceof p5.Framebuffer)) policeBuffer(self, name, args);
-    if (who.kind === "tip" && self === who.surface && SHAPES.has(name)) { count(`tip.${name}`); return; }
-    if (TEXT.has(name)) { record(`text:${name}`); if (who.kind !== "sketch") throw new Error("text() is not allowed"); return; }
-    if (who.kind !== "sketch" && (SHAPES.has(name) || IMAGES.has(name) || PIXELS.has(name) || SHADERS.has(name) || name === "filter")) {
-      if (STYLE.has(name)) return;
-      denied(`raw:callback:${name}`, `${name}() cannot draw from inside a p5.brush callback`);
-    }
-    if (SHAPES.has(name)) { if (!STYLE.has(name)) count(`p5.${name}`); return; }
-    if (PIXELS.has(name) && !(name === "set" && args.length < 3)) denied(`raw:${name}`, `${name}() writes pixels`);
-    if (IMAGES.has(name) && args.some((a) => isImage(a) && !isBuffer(a))) denied(`raw:${name}`, `${name}() draws an image`);
-    if (SHADERS.has(name)) denied(`raw:${name}`, `${name}(): the sketch may not run its own shaders`);
-    if (name === "filter" && args.some((a) => a instanceof p5.Shader)) denied("raw:filter", "filter() with a shader");
-  };
-  const wrapP5 = (f, name) => function (...args) {
-    const who = caller(false);
-    if (who) {
-      const why = hiddenCode(args);
-      if (why) denied(`hidden:${name}`, `${name} was given ${why}`);
-      policeP5(this, name, args, who);
-      args = markCallbacks(args, who.kind === "sketch" ? "sketch" : "brush");
-    }
-    return asLibrary(f, this, args, new.target);
-  };
-  // Loading, saving and DOM creation: blocked and recorded.
-  const DOM_MAKERS = /^(create(Img|Video|Audio|Capture|Element|Div|P|Span|A|Slider|Button|Checkbox|Select|Radio|ColorPicker|Input|FileInput|Writer)|select|selectAll|removeElements)$/;
-  const forbidKind = (name) => (/^(load|save|http)/.test(name) && name !== "loadPixels" ? "load" : DOM_MAKERS.test(name) ? "dom" : null);
-  const forbid = (kind, name, f) => function (...args) {
-    if (caller(false)) denied(`${kind}:${name}`, `${name}() is not available in the sandbox`);
-    return asLibrary(f, this, args, new.target);
-  };
-  const proto = p5.prototype;
-  // redraw runs the sketch's draw(), whatever function draw is by then: it must not count as library.
-  const SKIP = new Set(["createCanvas", "pixelDensity", "resizeCanvas", "noCanvas", "remove", "redraw"]);  // handled below
-  const wrapApi = (target) => {
-    for (const name of Object.getOwnPropertyNames(target)) {
-      if (name[0] === "_" || name === "constructor" || (target === proto && SKIP.has(name))) continue;
-      const d = getDescriptor(target, name);
-      if (!d || typeof d.value !== "function" || !d.writable) continue;
-      const kind = forbidKind(name);
-      target[name] = kind ? forbid(kind, name, d.value) : wrapP5(d.value, name);
+  // sketch -> library: plain data, views unwrapped, functions wrapped as the sketch's callbacks
+  // (`brush`: p5.brush calls them in the middle of its own painting; `scope`: p5 runs them as a drawing scope)
+  function fromSketch(args, kind = "brush") {
+    let budget = MAX_COPY;
+    const copy = (v, depth) => {
+      if ((typeof v !== "object" || v === null) && typeof v !== "function") return v;
+      if (realOf.has(v)) return realOf.get(v);
+      if (typeof v === "function") return callback(v, kind);
+      if (--budget < 0 || depth > 16) denied("hidden:too_large", "an argument too large or too deep to copy");
+      if (Array.isArray(v)) { const out = []; for (let i = 0; i < v.length; i++) out.push(copy(v[i], depth + 1)); return out; }
+      if (ArrayBuffer.isView(v)) return Array.from(v, (x) => copy(x, depth + 1));
+      const out = {};
+      for (const key of Object.keys(v)) out[key] = copy(v[key], depth + 1);
+      return out;
+    };
+    return args.map((a) => copy(a, 0));
+  }
+  // A sketch function the libraries call (a custom tip, a vector field, a framebuffer's draw scope):
+  // it sees views of what it is given; a custom tip's first argument is its own surface.
+  let tipSurface = null;
+  let inBrush = 0;  // sketch callbacks of p5.brush running: they may shape a tip, never paint
+  const callback = (fn, kind) => function (...args) {
+    if (finished) throw new Error("the sketch's time is over");
+    const before = tipSurface;
+    if (kind === "brush" && args[0] instanceof Graphics) tipSurface = args[0];
+    if (kind === "brush") inBrush++;
+    try {
+      return fromSketch([apply(fn, undefined, args.map(toSketch))], kind)[0];
+    } finally {
+      tipSurface = before;
+      if (kind === "brush") inBrush--;
     }
   };
-  wrapApi(proto);
-  wrapApi(p5.Graphics.prototype);
-  wrapApi(p5.Framebuffer.prototype);
 
-  // Below the API: renderers, shaders, textures, framebuffers' internals and the raw WebGL and
-  // 2D contexts. The sketch calling any of these itself is drawing around p5.brush.
-  const RAW_READS = /^(get|is|check|measureText$)/;
-  const guardRaw = (target, label, only = () => true) => {
-    if (!target) return;
-    for (const name of Object.getOwnPropertyNames(target)) {
-      if (name === "constructor" || RAW_READS.test(name) || !only(name)) continue;
-      const d = getDescriptor(target, name);
-      if (!d || typeof d.value !== "function" || !d.writable || !d.configurable) continue;
-      const f = d.value;
-      target[name] = function (...args) {
-        if (caller(true)) denied(`raw:${label}.${name}`, `${label}.${name} is not available to the sketch`);
-        return asLibrary(f, this, args, new.target);
+  // --- the rules of p5's API ------------------------------------------------------------------
+  // Shapes from the sketch are bare primitives, except a custom brush tip's on its own surface (how
+  // p5.brush defines a stamp). Text, images that are not buffers, pixel writes, shaders, loading,
+  // saving and the DOM are violations.
+  const PRIMITIVES = new Set(["arc", "bezier", "box", "circle", "cone", "curve", "cylinder", "ellipse", "ellipsoid", "line",
+    "plane", "point", "quad", "rect", "sphere", "spline", "square", "torus", "triangle", "beginShape", "endShape", "vertex",
+    "bezierVertex", "splineVertex", "quadraticVertex", "curveVertex", "beginContour", "endContour", "model"]);
+  const TEXT = /^(text\w*|loadFont)$/;
+  const IMAGES = new Set(["image", "texture", "background", "copy", "blend", "imageLight", "panorama"]);
+  const PIXELS = new Set(["updatePixels", "set", "loadPixels"]);
+  const SHADERS = /^(create(Filter)?Shader|shader|strokeShader|imageShader|resetShader|base\w*Shader|build\w*Shader|load\w*Shader)$/;
+  const LOADS = /^(load|save|http)/;
+  const DOM = /^(create(Img|Video|Audio|Capture|Element|Div|P|Span|A|Slider|Button|Checkbox|Select|Radio|ColorPicker|Input|FileInput|Writer)|select|selectAll|removeElements|getURL\w*|describe\w*|gridOutput|textOutput)$/;
+  const CANVAS = new Set(["resizeCanvas", "noCanvas", "createCanvas"]);  // and remove(), of the sketch itself
+  const isBuffer = (v) => v instanceof Graphics || v instanceof Framebuffer;
+  const isImage = (v) => isBuffer(v) || v instanceof P5Image;
+  const policed = (self, name, args, f) => {
+    if (finished) throw new Error("the sketch's time is over");
+    const real = fromSketch(args, "scope");
+    const paints = PRIMITIVES.has(name) || IMAGES.has(name) || PIXELS.has(name) || name === "filter" || name === "clear";
+    if (inBrush && paints && self !== tipSurface) denied(`raw:callback:${name}`, `${name}() cannot draw from inside a p5.brush callback`);
+    if (name === "createFramebuffer" && real[0] && typeof real[0] === "object") real[0].density = density;  // the pool's, like the canvas
+    if (self === tipSurface && (PRIMITIVES.has(name))) count(`tip.${name}`);
+    else if (PRIMITIVES.has(name)) count(`p5.${name}`);
+    else if (TEXT.test(name)) denied(`text:${name}`, "text() is not allowed");
+    else if (LOADS.test(name) && name !== "loadPixels") denied(`load:${name}`, `${name}() is not available in the sandbox`);
+    else if (DOM.test(name)) denied(`dom:${name}`, `${name}() is not available in the sandbox`);
+    else if (SHADERS.test(name)) denied(`raw:${name}`, `${name}(): the sketch may not run its own shaders`);
+    else if (name === "filter" && real.some((a) => a instanceof Shader)) denied("raw:filter", "filter() with a shader");
+    else if (PIXELS.has(name) && !(name === "set" && real.length < 3) && name !== "loadPixels") denied(`raw:${name}`, `${name}() writes pixels`);
+    else if (IMAGES.has(name) && real.some((a) => isImage(a) && !isBuffer(a))) denied(`raw:${name}`, `${name}() draws an image`);
+    else if (CANVAS.has(name) || (name === "remove" && self === instance)) denied(`canvas:${name}`, `${name}() is not allowed`);
+    else if (name === "pixelDensity") return apply(f, self, []);  // the pool's density; a sketch cannot change it
+    return toSketch(apply(f, self, real));
+  };
+
+  // --- the facade: the sketch's only globals --------------------------------------------------
+  let instance = null;
+  let made = null;  // {width, height, pixelWidth, pixelHeight} of the sketch's canvas
+  let minSide = 256;
+  const globals = Object.create(null);
+  const createCanvas = (w, h, renderer) => {
+    if (finished) throw new Error("the sketch's time is over");
+    if (made) denied("canvas:createCanvas_repeated", "createCanvas may be called once");
+    const side = (v) => typeof v === "number" && Number.isFinite(v) && v >= minSide && v <= maxSide;
+    if (!side(w) || !side(h)) denied("canvas:size", `each side of the canvas must be within ${minSide}-${maxSide}`);
+    if (renderer !== p5.prototype.WEBGL) record("canvas:not_webgl");
+    instance.createCanvas(w, h, renderer === p5.prototype.WEBGL ? renderer : undefined);
+    instance.pixelDensity(density);
+    made = { width: instance.width, height: instance.height, pixelWidth: instance.canvas.width, pixelHeight: instance.canvas.height };
+    return undefined;
+  };
+  const names = new Set();
+  for (let proto = p5.prototype; proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    for (const name of Object.getOwnPropertyNames(proto)) if (!hidden(name)) names.add(name);
+  }
+  for (const name of ["width", "height", "frameCount", "deltaTime", "mouseX", "mouseY", "pmouseX", "pmouseY", "mouseIsPressed",
+    "key", "keyCode", "keyIsPressed", "windowWidth", "windowHeight", "displayWidth", "displayHeight", "focused"]) names.add(name);
+  for (const name of names) {
+    const d = Object.getOwnPropertyDescriptor(p5.prototype, name);
+    if (d && typeof d.value === "function") {
+      globals[name] = name === "createCanvas" ? createCanvas : function (...args) {
+        if (!instance) throw new ReferenceError(`${name}() is not available before setup()`);
+        return policed(instance, name, args, instance[name]);
+      };
+    } else if (/^[A-Z][A-Z0-9_]*$/.test(name) && d && !d.get && (typeof d.value !== "object" || d.value === null)) {
+      globals[name] = d.value;  // p5's constants: PI, WEBGL, BLUR, ...
+    } else {
+      Object.defineProperty(globals, name, { get: () => (instance ? toSketch(instance[name]) : undefined), enumerable: true });
+    }
+  }
+  const PAINTING = new Set(["arc", "circle", "endShape", "endStroke", "flowLine", "hatchArray", "line", "polygon", "rect", "spline", "massArray"]);
+  const PAINTING_METHODS = new Set(["draw", "fill", "hatch", "wash", "mass", "show"]);
+  const brushFacade = Object.create(null);
+  for (const [name, f] of Object.entries(BRUSH)) {
+    if (typeof f !== "function" || name === "instance") continue;
+    if (BRUSH_CLASSES.has(f)) {
+      brushFacade[name] = function (...args) {
+        if (!new.target) throw new TypeError(`brush.${name} is a class`);
+        return view(construct(f, fromSketch(args)), "data");
+      };
+    } else {
+      brushFacade[name] = (...args) => {
+        if (finished) throw new Error("the sketch's time is over");
+        if (inBrush && PAINTING.has(name)) denied(`raw:callback:brush.${name}`, `brush.${name} cannot paint from inside a p5.brush callback`);
+        count(`brush.${name}`);
+        return toSketch(apply(f, BRUSH, fromSketch(args)));
       };
     }
-  };
-  const guarded = new Set();
-  for (const name of ["Renderer2D", "RendererGL", "Shader", "Texture"]) {  // and the classes they extend
-    for (let target = p5[name] && p5[name].prototype; target && target !== Object.prototype; target = getProto(target)) {
-      if (!guarded.has(target)) { guarded.add(target); guardRaw(target, name); }
-    }
   }
-  guardRaw(p5.Framebuffer.prototype, "Framebuffer", (name) => name[0] === "_");
-  // Raw contexts: only the calls that put pixels somewhere (or compile a shader) are guarded; path
-  // building and state changes paint nothing by themselves, and p5.brush makes them by the million.
-  const GL_PAINTS = /^(clear|clearBuffer\w*|draw\w*|(compressed)?[tT]ex(Sub)?Image[23]D|copyTex(Sub)?Image[23]D|blitFramebuffer|shaderSource|compileShader|linkProgram)$/;
-  const CANVAS_PAINTS = /^(fill|stroke|fillRect|strokeRect|clearRect|fillText|strokeText|drawImage|putImageData|transferFromImageBitmap|reset)$/;
-  for (const [ctx, paints] of [[WebGL2RenderingContext, GL_PAINTS], [WebGLRenderingContext, GL_PAINTS], [CanvasRenderingContext2D, CANVAS_PAINTS],
-    [OffscreenCanvasRenderingContext2D, CANVAS_PAINTS], [ImageBitmapRenderingContext, CANVAS_PAINTS]]) {
-    guardRaw(ctx && ctx.prototype, ctx && ctx.name, (name) => paints.test(name));
+  globals.brush = Object.freeze(brushFacade);
+  const VectorFacade = function (...args) { return view(construct(Vector, fromSketch(args)), "data"); };
+  for (const name of Object.getOwnPropertyNames(Vector)) {
+    if (typeof Vector[name] === "function" && !hidden(name)) VectorFacade[name] = (...args) => toSketch(apply(Vector[name], Vector, fromSketch(args)));
   }
-
-  // The canvas: exactly one createCanvas(w, h, WEBGL) from the sketch, each side within
-  // [minSide, maxSide], never resized; captured at the size it was made.
-  let userCanvases = 0;
-  let minSide = 256, maxSide = 1024;
-  let made = null;  // {width, height, pixelWidth, pixelHeight} of the sketch's canvas
-  let ownDefaultCanvas = false;  // true while p5 makes its default 100x100 canvas before setup
-  const createCanvas = proto.createCanvas;
-  proto.createCanvas = function (w, h, renderer, ...rest) {
-    const who = ownDefaultCanvas ? null : caller(false);
-    ownDefaultCanvas = false;
-    if (who) {
-      if (who.kind !== "sketch") denied("canvas:createCanvas_callback", "createCanvas from inside a p5.brush callback");
-      userCanvases++;
-      if (userCanvases > 1) denied("canvas:createCanvas_repeated", "createCanvas may be called once");
-      const side = (v) => typeof v === "number" && Number.isFinite(v) && v >= minSide && v <= maxSide;
-      if (!side(w) || !side(h)) denied("canvas:size", `each side of the canvas must be within ${minSide}-${maxSide}`);
-      if (renderer !== "webgl") record("canvas:not_webgl");
-    }
-    const canvas = asLibrary(createCanvas, this, [w, h, renderer, ...rest]);
-    if (who) {
-      asLibrary(pixelDensity, this, [density]);
-      made = { width: this.width, height: this.height, pixelWidth: this.canvas.width, pixelHeight: this.canvas.height };
-    }
-    return canvas;
+  globals.p5 = Object.freeze({ Vector: Object.freeze(VectorFacade) });
+  // A seeded Math, crypto and clock (prelude.js) instead of the page's.
+  const SeededMath = Object.create(null);
+  for (const key of Object.getOwnPropertyNames(Math)) SeededMath[key] = Math[key];
+  SeededMath.random = P.random;
+  globals.Math = Object.freeze(SeededMath);
+  const RealDate = Date;
+  const VirtualDate = function Date(...args) {
+    const t = P.EPOCH + Math.floor(P.now());
+    if (!new.target) return new RealDate(t).toString();
+    return construct(RealDate, args.length ? args : [t]);
   };
-  for (const name of ["resizeCanvas", "noCanvas", "remove"]) proto[name] = forbid("canvas", name, proto[name]);
-  p5.Graphics.prototype.resizeCanvas = forbid("canvas", "resizeCanvas", p5.Graphics.prototype.resizeCanvas);
-  // The pool's density (1 unless it asks for fewer pixels: a 512 sketch painted at 0.5 is a
-  // 256x256 image, a cheaper render); a sketch cannot change it.
-  let density = 1;
-  const pixelDensity = proto.pixelDensity;
-  proto.pixelDensity = function (d) {
-    if (d === undefined) return asLibrary(pixelDensity, this, []);
-    return asLibrary(pixelDensity, this, [caller(false) ? density : d]);
+  VirtualDate.prototype = RealDate.prototype;
+  VirtualDate.now = () => P.EPOCH + Math.floor(P.now());
+  VirtualDate.parse = RealDate.parse;
+  VirtualDate.UTC = RealDate.UTC;
+  globals.Date = Object.freeze(VirtualDate);
+  globals.performance = Object.freeze({ now: P.now });
+  const getRandomValues = (array) => {
+    if (!ArrayBuffer.isView(array) || array instanceof Float32Array || array instanceof Float64Array) throw new TypeError("getRandomValues needs an integer typed array");
+    const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = P.randomByte();
+    return array;
   };
-  // The DOM outside the canvas: creating elements from the sketch is a violation.
-  const createElement = O.createElement;
-  Document.prototype.createElement = function (tag, ...rest) {
-    if (caller(true)) denied("dom:createElement", "createElement is not available in the sandbox");
-    return createElement.call(this, tag, ...rest);
-  };
-  // navigator and screen: the sketch has no business reading them (p5 may).
-  for (const [obj, name] of [[window, "navigator"], [window, "screen"], [window, "history"], [window, "visualViewport"]]) {
-    const d = getDescriptor(obj, name);
-    if (!d || !d.get || !d.configurable) continue;
-    Object.defineProperty(obj, name, {
-      get() { if (caller(true)) denied(`dom:${name}`, `${name} is not available in the sandbox`); return d.get.call(this); },
-      configurable: false,
-    });
-  }
-
-  // Console: kept in the report, capped, never forwarded (a flood would swamp the pool).
+  globals.crypto = Object.freeze({
+    getRandomValues,
+    randomUUID: () => {
+      const b = getRandomValues(new Uint8Array(16));
+      b[6] = (b[6] & 0x0f) | 0x40;
+      b[8] = (b[8] & 0x3f) | 0x80;
+      const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    },
+  });
+  // Console: kept in the report, capped, never forwarded.
   const consoleLines = [];
   let consoleDropped = 0;
+  const sketchConsole = Object.create(null);
   for (const level of ["log", "info", "warn", "error", "debug", "trace"]) {
-    console[level] = (...args) => {
+    sketchConsole[level] = (...args) => {
       if (consoleLines.length >= 50) { consoleDropped++; return; }
       let text;
       try { text = args.map((a) => (typeof a === "string" ? a : String(a))).join(" "); } catch (e) { text = "<unprintable>"; }
       consoleLines.push(`${level}: ${text.slice(0, 300)}`);
     };
   }
-
-  const seal = (obj, names) => {
-    for (const name of names) if (name in obj) Object.defineProperty(obj, name, { value: obj[name], writable: false, configurable: false });
+  globals.console = Object.freeze(sketchConsole);
+  // Names of the page a sketch may reach for: there is nothing behind them, and the attempt is its reason.
+  const absent = (kind, list) => {
+    for (const name of list.split(" ")) {
+      Object.defineProperty(globals, name, { get: () => denied(`${kind}:${name}`, `${name} is not available in the sandbox`), enumerable: false });
+    }
   };
-  // The wrappers stay in place: p5 copies prototype functions onto window at `new p5()`,
-  // so a sketch that swapped one here would paint uncounted.
-  // (except what p5 itself decorates when it starts, e.g. createVector)
-  const decorated = (path) => [...p5.decorations.keys()].some((pattern) => pattern({ path }));
-  for (const [target, path] of [[proto, "p5.prototype"], [p5.Graphics.prototype, "p5.Graphics.prototype"], [p5.Framebuffer.prototype, "p5.Framebuffer.prototype"]]) {
-    seal(target, Object.getOwnPropertyNames(target).filter((n) => typeof getDescriptor(target, n).value === "function" &&
-      getDescriptor(target, n).configurable && !decorated(`${path}.${n}`)));
-  }
-  // p5 decorates its classes' prototypes when it starts: those stay open (trusted as arguments only).
-  for (const cls of [p5.Renderer, p5.Renderer2D, p5.RendererGL, p5.Shader, p5.Texture, p5.Image, p5.Color, p5.Vector, p5.Geometry]) {
-    if (cls && cls.prototype) trustChain(cls.prototype);
-  }
-  trustChain(p5.prototype); trustChain(p5.Graphics.prototype); trustChain(p5.Framebuffer.prototype);
-  seal(Document.prototype, ["createElement"]);
-  // A sketch that makes every object thenable could answer for the harness; the built-in
-  // prototypes are frozen once the libraries have loaded.
-  for (const ctor of [Object, Array, Function, Promise, String, Number, Boolean, Symbol, Error, RegExp, Map, Set, JSON, Reflect, Date]) {
-    Object.freeze(ctor.prototype || ctor);
-  }
-  Object.freeze(Reflect);
+  absent("network", "fetch XMLHttpRequest WebSocket EventSource RTCPeerConnection webkitRTCPeerConnection RTCDataChannel " +
+    "Worker SharedWorker WebTransport BroadcastChannel importScripts sendBeacon");
+  absent("dom", "window self top parent frames opener document location navigator history screen visualViewport " +
+    "localStorage sessionStorage indexedDB caches cookieStore alert confirm prompt open setTimeout setInterval " +
+    "requestAnimationFrame queueMicrotask MessageChannel postMessage addEventListener structuredClone");
+  absent("hidden", "Proxy");
+  absent("load", "Image createImageBitmap ImageDecoder Blob File FileReader URL OffscreenCanvas ImageData");
+  absent("eval", "eval Function WebAssembly");
+  absent("raw", "drawingContext pixels");
 
-  // Everything p5.brush does in its own lifecycle hooks (the composite flush) is library work.
-  for (const name of Object.keys(p5.lifecycleHooks)) {
-    p5.lifecycleHooks[name] = p5.lifecycleHooks[name].map((hook) => function (...args) { return asLibrary(hook, this, args); });
-  }
-
-  let started = false;
+  // --- the run ------------------------------------------------------------------------------
   let finished = false;
   let frames = 0;
   let maxFrames = 5;
   let t0 = 0;
   let js_ms = 0;
-  let instance = null;
   let firstError = null;
   let resolveRun = null;
-
+  // What the sketch threw, described without trusting it (a name or message may be a getter of its own).
   const describe = (err) => {
-    if (err instanceof Error) return `${err.name}: ${err.message}`;
     if (typeof err === "string") return err.startsWith("Uncaught") ? err : `Uncaught ${err}`;
-    try { return `Uncaught ${JSON.stringify(err)}`; } catch (e) { return "Uncaught non-Error value"; }
+    try {
+      const name = err.name, message = err.message;
+      if (err instanceof Error && typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
+    } catch (e) { /* a getter that throws */ }
+    return "Uncaught non-Error value";
   };
+  const INERT = "Function.prototype.constructor is not a valid constructor.";  // SES's answer to new (f.constructor)(code)
   const fail = (err) => {
     if (firstError === null) firstError = describe(err).slice(0, 500);
+    if (firstError.endsWith(INERT)) record("eval:constructor");
     finish();
   };
   window.addEventListener("error", (e) => { if (e instanceof ErrorEvent) fail(e.error ?? e.message); }, true);
   window.addEventListener("unhandledrejection", (e) => fail(e.reason));
-  // CSP has no 'unsafe-eval' and allows no image source: eval, new Function and string timers
-  // are refused and land here, and so does any image or media the sketch tries to load.
-  document.addEventListener("securitypolicyviolation", (e) => {
-    const directive = e.effectiveDirective || e.violatedDirective;
-    if (e.blockedURI === "eval" || e.blockedURI === "wasm-eval") record("eval:csp");
-    else if (/^(img|media|font)-src/.test(directive)) record(`load:csp:${directive}`);
-    else record(`network:csp:${directive}`);
-  });
 
-  // Mutations of the page other than p5's canvases are DOM tampering.
-  const ownNodes = new WeakSet();
-  const isCanvas = (n) => n instanceof HTMLCanvasElement;
-  const inspect = (list) => {
-    for (const m of list) {
-      if (m.type === "childList") {
-        for (const n of [...m.addedNodes, ...m.removedNodes]) if (!isCanvas(n) && !ownNodes.has(n)) record(`dom:mutation:${n.nodeName}`);
-      } else if (m.type === "characterData" || !isCanvas(m.target)) {
-        record(`dom:mutation:${m.target.nodeName}`);
-      }
-    }
-  };
-  const observer = new O.MutationObserver(inspect);
-
-  // p5.brush flushes its buffered paint in its postsetup/postdraw hooks; ours run after it,
-  // so at that point the frame is on the canvas. Animated sketches stop after maxFrames.
+  // p5.brush flushes its buffered paint in its postsetup/postdraw hooks; ours run after it, so at
+  // that point the frame is on the canvas. Animated sketches stop after maxFrames.
+  const finishSoon = () => setTimeoutReal(finish, 0);  // p5 finishes the frame's bookkeeping first
   p5.registerAddon((_p5, _fn, lifecycles) => {
-    lifecycles.presetup = function () {
-      ownDefaultCanvas = true;
-      // p5 shows a spinner while setup() runs (its own presetup hook, before this one).
-      if (this._loadingIndicator) ownNodes.add(this._loadingIndicator);
-      const spinnerStyle = document.getElementById("p5-loading-style");
-      if (spinnerStyle) ownNodes.add(spinnerStyle);
-    };
-    lifecycles.postsetup = function () { if (typeof window.draw !== "function") finishSoon(); };
+    lifecycles.postsetup = function () { if (!hooks.draw) finishSoon(); };
     lifecycles.postdraw = function () {
       frames++;
       if (!this.isLooping() || frames >= maxFrames) { this.noLoop(); finishSoon(); }
     };
   });
-  // Yield once so p5 finishes the frame's bookkeeping before the capture.
-  const finishSoon = () => O.setTimeout(finish, 0);
+  let hooks = {};
 
   function capture() {
     const canvas = instance && instance.canvas;
     if (!canvas) return { png: null, width: 0, height: 0 };
-    if (!canvas.isConnected) record("canvas:removed");
-    const out = createElement.call(document, "canvas");
+    const out = createCanvasEl();
     out.width = canvas.width;
     out.height = canvas.height;
-    const ctx = O.getContext.call(out, "2d");
+    const ctx = out.getContext("2d");
     ctx.fillStyle = "#ffffff";
-    O.fillRect.call(ctx, 0, 0, out.width, out.height);
-    O.drawImage.call(ctx, canvas, 0, 0);
-    const png = O.toDataURL.call(out, "image/png");
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.drawImage(canvas, 0, 0);
+    const png = toDataURL.call(out, "image/png");
     // The first read of the WebGL canvas waits for SwiftShader to rasterise everything the
     // sketch queued (often most of its painting time), so the sketch's time ends here.
-    js_ms = O.now() - t0;
+    js_ms = P.realNow() - t0;
     return { png, width: canvas.width, height: canvas.height };
   }
 
   function finish() {
     if (finished || !started) return;
     finished = true;
-    js_ms = O.now() - t0;  // refined in capture()
-    control.push(LIB);  // what runs from here on is the harness's
-    try { instance && instance.noLoop(); } catch (e) { /* the sketch broke noLoop */ }
-    inspect(observer.takeRecords());
-    observer.disconnect();
+    js_ms = P.realNow() - t0;  // refined in capture()
+    try { instance && instance.noLoop(); } catch (e) { /* p5 failed to start */ }
     let shot = { png: null, width: 0, height: 0 };
     try { shot = capture(); } catch (e) { if (firstError === null) firstError = `capture failed: ${describe(e)}`; }
     if (made && shot.png && (shot.width !== made.pixelWidth || shot.height !== made.pixelHeight ||
         instance.width !== made.width || instance.height !== made.height)) record("canvas:resized");
-    if (userCanvases === 0 && firstError === null) record("canvas:no_createCanvas");
+    if (!made && firstError === null) record("canvas:no_createCanvas");
     resolveRun({
       error: firstError,
-      console: consoleDropped ? [...consoleLines, `(${consoleDropped} more console lines dropped)`] : consoleLines,
+      console: consoleDropped ? [...consoleLines, `(${consoleDropped} more console lines dropped)`] : [...consoleLines],
       calls: { ...calls },
-      violations: P.violations(),
+      violations: [...violations],
       js_ms,
-      frames,
       png: shot.png,
       width: made ? made.width : 0,
       height: made ? made.height : 0,
     });
   }
 
-  // Globals the sketch defines (setup, draw, other p5 hooks, helpers) run as the sketch's code
-  // whoever calls them.
-  const markGlobals = (before) => {
-    for (const name of Object.getOwnPropertyNames(window)) {
-      if (before.has(name)) continue;
-      const d = getDescriptor(window, name);
-      if (d && typeof d.value === "function" && d.writable) window[name] = asSketch(d.value, "sketch");
-    }
-  };
+  lockdown({ errorTaming: "unsafe", consoleTaming: "unsafe", overrideTaming: "severe", stackFiltering: "verbose", reporting: "none" });
 
-  function run(options) {
+  function run(opts) {
     if (started) throw new Error("one sketch per page");
-    const { code, seed, maxFrames: frameLimit = 5, minSide: lo = 256, maxSide: hi = 1024, density: d = 1 } = options;
+    const { code, seed, maxFrames: frameLimit = 5, minSide: lo = 256, maxSide: hi = 1024, density: d = 1 } = opts;
     if (typeof code !== "string") throw new Error("run({code, seed, ...}): code must be a string");
     started = true;
     maxFrames = frameLimit;
     minSide = lo;
     maxSide = hi;
     density = d;
-    P.define(window, "eval", P.blocker("eval", "eval"));  // not before: Playwright's evaluate uses it
+    pixelBudget = BUFFER_CANVASES * hi * hi * d * d;
     P.reseed(seed);
-    control.push(LIB);
-    try { brush.seed(seed); brush.noiseSeed(seed); } finally { control.pop(); }
-    P.arm();
-    const done = new O.Promise((resolve) => { resolveRun = resolve; });
-    // A source-URL comment would let the sketch's frames pass for the libraries'.
-    if (/[#@]\s*source(Mapping)?URL\s*=/.test(code)) {
-      record("eval:sourceURL");
-      O.setTimeout(() => fail(new Error("sourceURL comments are not allowed")), 0);
-      return done;
-    }
-    O.setTimeout(() => {
-      t0 = O.now();
-      observer.observe(document.documentElement, { subtree: true, childList: true, attributes: true, characterData: true });
-      const script = createElement.call(document, "script");
-      ownNodes.add(script);
-      script.textContent = code;
-      const before = new Set(Object.getOwnPropertyNames(window));
-      document.body.appendChild(script);  // a SyntaxError or a top-level throw fires "error" here
+    BRUSH.seed(seed);
+    BRUSH.noiseSeed(seed);
+    const done = new Promise((resolve) => { resolveRun = resolve; });
+    setTimeoutReal(() => {
+      t0 = P.realNow();
+      const compartment = new Compartment({ __options__: true });
+      Object.defineProperties(compartment.globalThis, Object.getOwnPropertyDescriptors(globals));
+      try {
+        // The sketch's top level runs here; it names its entry points for p5 to call.
+        // (`i-->0` is JavaScript, not an HTML comment: SES is told to read it so)
+        hooks = compartment.evaluate(`${code}\n;({ setup: typeof setup === "function" ? setup : undefined, draw: typeof draw === "function" ? draw : undefined })`,
+          { __evadeHtmlCommentTest__: true });
+      } catch (e) {
+        fail(e);
+        return;
+      }
       if (finished) return;
-      if (typeof window.setup !== "function" && typeof window.draw !== "function") {
+      const { setup, draw } = hooks;
+      if (typeof setup !== "function" && typeof draw !== "function") {
         fail(new Error("the sketch defines neither setup() nor draw()"));
         return;
       }
-      markGlobals(before);
-      instance = asLibrary(() => new p5(), null, []);  // global mode: binds p5's (wrapped) functions onto window
+      // `this` in setup() and draw() is the sketch's global object, as in p5's global mode
+      const entry = (fn) => fn && (() => (finished ? undefined : apply(fn, compartment.globalThis, [])));
+      instance = new p5((p) => {
+        if (setup) p.setup = entry(setup);
+        if (draw) p.draw = entry(draw);
+      });
     }, 0);
     return done;
   }

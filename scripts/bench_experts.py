@@ -1,6 +1,6 @@
 """Time one MoE experts layer, forward + backward, with frozen expert weights: ours against transformers'.
 
-`frozen_grouped_mm` (lit_watercolour/experts.py) against transformers' `grouped_mm` experts forward on the
+`frozen_grouped_mm` (lit_watercolour/kernels/experts.py) against transformers' `grouped_mm` experts forward on the
 same module and routing (Qwen3.5-MoE experts at the `qwen3.5-moe-3b` bench preset's sizes by default),
 each warmed up then timed; prints one JSON line per implementation with seconds, tokens/s, peak memory
 and the largest difference from transformers' output and input gradient (relative to their largest value).
@@ -20,8 +20,8 @@ import torch
 from transformers.integrations.moe import grouped_mm_experts_forward
 from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeExperts
 
-from lit_watercolour.experts import frozen_grouped_mm_experts_forward
-from lit_watercolour.tiny_models import tiny_config
+from lit_watercolour.kernels.experts import frozen_grouped_mm_experts_forward
+from lit_watercolour.offline.tiny_models import tiny_config
 
 IMPLS = {"transformers_grouped_mm": grouped_mm_experts_forward, "frozen_grouped_mm": frozen_grouped_mm_experts_forward}
 

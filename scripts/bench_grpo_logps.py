@@ -2,7 +2,7 @@
 
 From the last hidden states [B, T, H] of one micro-batch and a frozen head [V, H] (a tied
 embedding, as in Qwen3-4B) to the DAPO loss and d loss/d hidden, four ways:
-  ours:   `lit_watercolour.grpo.linear_logps_and_entropy` (token chunks) -> `grpo_loss`
+  ours:   `lit_watercolour.kernels.lm_head.linear_logps_and_entropy` (token chunks) -> `grpo_loss`
   trl:    TRL 1.16's `trl.kernels.ChunkedLogProbFunction` (its fused LM head) -> `grpo_loss`
   liger:  Liger-Kernel's `LigerFusedLinearGRPOLoss` (the loss fused with the head, grads in forward)
   full:   the whole logits, float32 log_softmax, autograd (what the head costs without chunking)
@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from lit_watercolour.grpo import grpo_loss, linear_logps_and_entropy
+from lit_watercolour.grpo import grpo_loss
+from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 
 
 def dapo(logps, case):

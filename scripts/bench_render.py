@@ -21,7 +21,7 @@ p5.brush's last flush) and the canvas is read with toDataURL.
 
 Every pool logs the WebGL renderer string it got; read it before reading a row (see
 ../shared/tools/gpu-chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
-Measurements are in README.md ("Rendering").
+Measurements are in docs/results.md; what they mean in docs/rendering.md.
 """
 
 from __future__ import annotations
@@ -42,13 +42,9 @@ import numpy as np
 from PIL import Image
 from playwright.async_api import async_playwright
 
-from lit_watercolour.render import (
-    RENDERER_DIR,
-    RENDERER_PROBE,
-    RenderPool,
-    available_cores,
-    chromium_executable,
-)
+from lit_watercolour.sandbox import RenderPool
+from lit_watercolour.sandbox.browser import RENDERER_PROBE, available_cores, chromium_executable
+from lit_watercolour.sandbox.pages import RENDERER_DIR
 
 SUITES = {
     "fixtures": sorted((RENDERER_DIR / "sketches").glob("*.js")),

@@ -4,7 +4,7 @@ A variant is `NAME=TREE[:key=value,...]`: TREE a checkout of the project (`.`: t
 `git archive REV | tar -x -C DIR`), run with TREE's configs/default.yaml (or `--config`) and the
 overrides, dotted keys into its `model` section (values read as YAML):
 
-    python scripts/bench_rollout.py --variants base=/tmp/base new=. new1t=.:cpu_threads=1 --repeats 4
+    python scripts/bench_rollout.py --variants base=/tmp/base new=. new1t=.:threads.update=1 --repeats 4
     python scripts/bench_rollout.py --variants lean=. generate=.:sampling.lean_decode=false
 
 Each variant is a worker process that imports TREE's package, builds the step's pieces as `fit` does
@@ -76,7 +76,7 @@ def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
     from lit_watercolour import grpo
     from lit_watercolour.data import Prompt, chat_prompt
     from lit_watercolour.module import GRPOModule
-    from lit_watercolour.rollout import collect
+    from lit_watercolour.rollout import RolloutPipeline
     from lit_watercolour.update import policy_update
 
     model = model_config(tree, config, overrides)
@@ -86,8 +86,9 @@ def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
         rewards.append(getattr(importlib.import_module(module_name), name)(**term.get("init_args", {})))
     module = GRPOModule(rewards=rewards, **model)
     module.configure_model()
-    module.setup("fit")
-    module._open_pool()
+    for term in module.reward_mix.terms:  # as the RewardModels callback does
+        term.setup(torch.device("cpu"))
+    pipeline = RolloutPipeline(module.sampler, module.reward_mix, {"size": module.render_pool_size, "config": module.render_config})
     policy, g, o = module.policy_model, module.grpo_config, module.optim_config
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), eps=o.eps)
@@ -110,10 +111,8 @@ def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
             seed = int(line)
             torch.manual_seed(seed)
             cpu0, chromium0, t0 = time.process_time(), chromium_cpu_s(me), time.perf_counter()
-            batch = collect(module.sampler, module.pool, [prompt], g.num_generations)
-            t1 = time.perf_counter()
-            rewards, _, _ = module.reward_mix.score(batch.rollouts)
-            advantages, _ = grpo.group_advantages(rewards, g.num_generations, g.scale_rewards)
+            batch = pipeline.collect([prompt], g.num_generations)
+            advantages, _ = grpo.group_advantages(batch.rewards, g.num_generations, g.scale_rewards)
             t2 = time.perf_counter()
             policy_update(policy, batch.samples, advantages, g, module.sampling_config, o, optimizer, scheduler,
                           lambda loss: loss.backward())
@@ -125,12 +124,13 @@ def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
             print(json.dumps({
                 "seed": seed, "tokens": int(batch.samples.num_tokens.sum()),
                 "sampling_s": batch.metrics["time/sampling_s"], "render_wait_s": batch.metrics["time/render_wait_s"],
-                "scoring_s": t2 - t1, "update_s": t3 - t2, "step_s": t3 - t0,
+                "scoring_s": batch.metrics["time/scoring_s"], "update_s": t3 - t2, "step_s": t3 - t0,
                 "decode_cpu_s": decode_cpu[-1], "process_cpu_s": time.process_time() - cpu0,
                 "chromium_cpu_s": chromium_cpu_s(me) - chromium0,
                 "completions": hashlib.sha1(str(batch.samples.completion_ids.tolist()).encode()).hexdigest()[:12],
             }), flush=True)
     finally:
+        pipeline.close()
         module.teardown("fit")
 
 
@@ -150,7 +150,9 @@ def main() -> None:
         name, _, spec = variant.partition("=")
         tree, _, overrides = spec.partition(":")
         tree = (ROOT / tree).resolve()
-        cmd = [sys.executable, __file__, "--worker", str(tree), "--overrides", *filter(None, overrides.split(","))]
+        # each tree's own worker: a baseline steps with its own code
+        cmd = [sys.executable, str(tree / "scripts" / Path(__file__).name), "--worker", str(tree), "--overrides",
+               *filter(None, overrides.split(","))]
         if args.config:
             cmd += ["--config", args.config]
         workers[name] = subprocess.Popen(cmd, cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)), text=True,

@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 
 from lit_watercolour.records import RenderResult, Rollout
-from lit_watercolour.rewards.hpsv3 import HPSv3Model, HPSv3Scorer, add_reward_token
-from lit_watercolour.rewards.judge import PairwiseJudge
+from lit_watercolour.rewards.hpsv3 import HPSv3Model, HPSv3Term, add_reward_token
+from lit_watercolour.rewards.judge import JudgeTerm
 from lit_watercolour.rewards.pool import SHIPPED_POOL, ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
-from lit_watercolour.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
 
 # (text hidden, text layers, vision depth, vision width)
 SIZES = {"tiny": (64, 2, 2, 32), "small": (512, 8, 4, 256), "medium": (1024, 16, 8, 512), "large": (2048, 28, 16, 1024)}
@@ -70,8 +70,9 @@ def bench_judge(args, rollouts, hidden, layers, depth, width, dtype) -> None:
     else:
         model, processor = tiny_qwen3_vl(hidden, layers, depth, width, moe=args.judge_arch == "qwen3_vl_moe")
     model = model.to(args.device, dtype)
-    judge = PairwiseJudge(TransformersJudge.from_model(model, processor, args.batch_size, args.judge_pixels),
-                          pool=str(args.pool), references=args.references)
+    judge = JudgeTerm(TransformersJudge.from_model(model, processor, args.batch_size, args.judge_pixels),
+                      pool=str(args.pool), references=args.references)
+    judge.setup(torch.device(args.device))
     s = timed(lambda: judge.score(rollouts), args.repeats, args.device)
     n = len(rollouts)
     print(f"judge  {type(model).__name__}: {n / s:.2f} images/s "
@@ -83,7 +84,7 @@ def bench_hpsv3(args, rollouts, hidden, layers, depth, width, dtype) -> None:
     token = add_reward_token(processor)
     backbone.resize_token_embeddings(len(processor.tokenizer), mean_resizing=False)
     model = HPSv3Model(backbone.to(dtype), token).to(args.device)  # rm_head stays fp32, as in HPSv3
-    scorer = HPSv3Scorer.from_model(model, processor, batch_size=args.batch_size)
+    scorer = HPSv3Term.from_model(model, processor, batch_size=args.batch_size)
     s = timed(lambda: scorer.score(rollouts), args.repeats, args.device)
     print(f"hpsv3  Qwen2VL backbone: {len(rollouts) / s:.2f} images/s, {s:.3f} s per batch of {len(rollouts)}")
 

@@ -1,4 +1,4 @@
-"""The default run (configs/default.yaml, CPU) with max_staleness 0 and then 1, in one script run, side by side.
+"""The default run (configs/default.yaml, CPU) with each `--staleness` (default 0 and 1), in one script run, side by side.
 
 Per step, from the step's own metrics: its wall time (`time/step_s`) and its period (from the end of the
 previous step's update to the end of its own: what a run of many steps pays per step, the callbacks
@@ -8,10 +8,10 @@ the render wait after sampling plus the scoring, update `time/update_s`), and th
 each phase's busy seconds within the step's window; and the reward, so the
 two runs' learning can be compared over the same seeds (a measurement, not a test: a few steps of one seed
 say little). The means are the steady state: they leave out the first step (on-policy, it pays the warm-up,
-and a stale run samples two batches in it) and the last (a stale run has nothing left to prefetch, so its
+and a stale run samples k + 1 batches in it) and the last (a stale run has nothing left to prefetch, so its
 last step is only an update); the whole run's wall time, first and last steps included, is printed too.
 
-    python scripts/bench_staleness.py --steps 6 --out runs/bench_staleness
+    python scripts/bench_staleness.py --steps 6 --staleness 0 1 2 --out runs/bench_staleness
 """
 
 from __future__ import annotations
@@ -47,9 +47,8 @@ class StepFigures(pl.Callback):
 
 
 def run(staleness: int, steps: int, out: Path, seed: int) -> list[dict]:
-    from lit_watercolour.__main__ import WatercolourCLI, quiet_known_warnings
+    from lit_watercolour.__main__ import WatercolourCLI
 
-    quiet_known_warnings()
     folder = out / f"staleness{staleness}"
     cli = WatercolourCLI(args=["--config", str(ROOT / "configs" / "default.yaml"), "--seed_everything", str(seed),
                                "--model.max_staleness", str(staleness), "--trainer.max_steps", str(steps),
@@ -69,10 +68,11 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--staleness", type=int, nargs="+", default=[0, 1], help="the max_staleness of each run")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_staleness")
     args = ap.parse_args(argv)
     summary = {}
-    for staleness in (0, 1):
+    for staleness in args.staleness:
         rows = run(staleness, args.steps, args.out, args.seed)
         for r in rows:
             print(json.dumps({"max_staleness": staleness, **{k: round(v, 3) for k, v in r.items()}}), flush=True)

@@ -20,12 +20,22 @@ loaded by the very code that loads a Hub checkpoint (`--model` takes a real one 
     python scripts/bench_step.py --arch qwen3 --hidden 2048 --layers 28 --completion-length 2048
     python scripts/bench_step.py --device cpu --preset tiny --completion-length 32 --dtype float32 --impls trl lit_watercolour
 
-Each implementation is warmed up with one whole step (kernels, compilation, optimizer state), then
-timed over `--repeats` steps; peak memory is that of the timed steps. An implementation can carry
-knobs, `impl:key=value,...` (see `Variant`), so one call compares several settings side by side:
+Each implementation is warmed up with one whole step (kernels, compilation, optimizer state), timed
+and reported as `first_step_s` (`compile_s` of it compiling), then timed over `--repeats` steps; peak
+memory is that of the timed steps. `lit_watercolour` with no knobs runs the shipped defaults, resolved
+for the model's family and the device as a training run resolves them (`settings` in its line); an
+implementation can carry knobs, `impl:key=value,...` (see `Variant`), so one call compares several
+settings side by side, on several models (`--preset a b`):
 
     python scripts/bench_step.py --preset qwen3-4b --completion-length 8192 --completions random \
-        --impls trl lit_watercolour lit_watercolour:mb=1 lit_watercolour:mb=1,sdpa=cudnn --profile 25
+        --impls trl lit_watercolour lit_watercolour:mb=1,keep=inputs,compile=0 --profile 25
+
+QLoRA and the 8-bit optimizer (bitsandbytes) against the bf16 LoRA, loss and gradient norm of the first
+steps beside the speed and memory (the recipe's 35B-A3B as a slice of its layers, which fits the disk):
+
+    python scripts/bench_step.py --preset qwen3-4b qwen3.5-35b-a3b-8layers --completion-length 4096 \
+        --completions random --repeats 2 --impls lit_watercolour:compile=0 lit_watercolour:quant=4bit \
+        lit_watercolour:quant=8bit lit_watercolour:compile=0,optim=adamw_8bit
 
 MFU = model FLOPs of the update (`update_flops`: forward + backward matmuls and causal attention,
 recomputation not counted) / forward-backward seconds / `--peak-tflops` (H200 dense bf16: 989).
@@ -51,10 +61,11 @@ import torch
 
 from lit_watercolour import grpo
 from lit_watercolour.data import chat_prompt
+from lit_watercolour.kernels.attention import AttentionBackend
+from lit_watercolour.kernels.checkpointing import CheckpointKeep
+from lit_watercolour.kernels.compile import compile_seconds
 from lit_watercolour.policy import (
     DTYPES,
-    AttentionBackend,
-    CheckpointKeep,
     PolicyConfig,
     adapter_in_model_dtype,
     completion_logps,
@@ -62,11 +73,15 @@ from lit_watercolour.policy import (
     load_policy,
     load_tokenizer,
     model_class,
+    update_defaults,
 )
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
-from lit_watercolour.tiny_models import tiny_config, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import tiny_config, tiny_tokenizer
 
 QWEN3_VOCAB = 151936
+QWEN35_A3B = dict(num_experts=256, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                  num_attention_heads=16, num_key_value_heads=2, head_dim=256, linear_num_value_heads=32,
+                  linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128)
 # Qwen3 dense shapes from the public model cards / configs; the MoE one is a small stand-in, not a release
 PRESETS = {
     "tiny": dict(arch="qwen3", hidden=64, layers=2),
@@ -80,8 +95,13 @@ PRESETS = {
         num_experts=64, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
         num_attention_heads=16, num_key_value_heads=2, head_dim=128, linear_num_value_heads=16,
         linear_num_key_heads=8, linear_key_head_dim=128, linear_value_head_dim=128)),
+    # the recipe's policy, Qwen3.5-35B-A3B's text model (its public config): ~70 GB in bf16, more than a node's disk
+    "qwen3.5-35b-a3b": dict(arch="qwen3_5_moe", hidden=2048, layers=40, vocab=248320, moe=QWEN35_A3B),
+    # a slice of it: the same widths and layer pattern, 8 of its 40 layers (per-layer figures scale by 5)
+    "qwen3.5-35b-a3b-8layers": dict(arch="qwen3_5_moe", hidden=2048, layers=8, vocab=248320, moe=QWEN35_A3B),
 }
 PROMPT = "a peach hibiscus"
+TRL_MICRO_BATCH = 8  # TRL's per_device_train_batch_size in every comparison here: one group a forward
 
 
 def model_config(spec: dict, tokenizer):
@@ -170,19 +190,25 @@ def random_batch(tokenizer, prompt: str, n: int, length: int, device: torch.devi
 
 @dataclass
 class Variant:
-    """One implementation and its knobs, written on the command line as `impl[:key=value,...]`."""
+    """One implementation and its knobs, written on the command line as `impl[:key=value,...]`; ours left
+    without knobs runs the shipped defaults ("auto": resolved for the model's family and the device)."""
 
     impl: str  # lit_watercolour | trl
-    mb: int = 0  # rows per forward/backward; 0: --micro-batch-size
+    mb: int = 0  # rows per forward/backward; 0: --micro-batch-size, else ours "auto" and TRL's 8
     sdpa: str = PolicyConfig.attention_backend  # ours: the SDPA kernel tried first (flash, cudnn, efficient)
     autocast: int = 1  # ours: adapter matmuls in bf16 under autocast (`policy.adapter_in_model_dtype`)
-    compile: int = int(PolicyConfig.compile_layers)  # ours: torch.compile each decoder layer
+    compile: str = "auto"  # ours: torch.compile the decoder layers (1, 0, auto)
     ckpt: int = 1  # ours: gradient checkpointing (0: keep every activation, no recomputation)
-    keep: str = PolicyConfig.checkpoint_keep  # ours: what a checkpointed layer keeps (inputs, attention, attention+out_proj)
-    fused: int = int(PolicyConfig.fused_lora)  # ours: LoRA linears as one autograd node (`policy.fuse_lora_linears`)
-    experts: int = int(PolicyConfig.frozen_experts)  # ours: MoE experts as one autograd node (`experts.py`); 0: transformers'
+    keep: str = "auto"  # ours: what a checkpointed layer keeps (inputs, attention, attention+out_proj, auto)
+    fused: int = int(PolicyConfig.fused_lora)  # ours: LoRA linears as one autograd node (`kernels.lora`)
+    experts: int = int(PolicyConfig.frozen_experts)  # ours: MoE experts as one autograd node (`kernels.experts`); 0: transformers'
+    quant: str = "none"  # ours: bitsandbytes base weights (4bit, 8bit): QLoRA
+    optim: str = "adamw"  # ours: adamw (torch's, fused) or adamw_8bit (bitsandbytes)
     liger: int = 0  # trl: use_liger_kernel (Liger's Triton RMSNorm, RoPE, SwiGLU; needs liger-kernel)
     profile: int = 0  # either: print the top N kernels of one more step (--profile N does it for every run)
+
+    CHOICES = {"sdpa": get_args(AttentionBackend), "keep": get_args(CheckpointKeep) + ("auto",), "compile": ("0", "1", "auto"),
+               "quant": ("none", "4bit", "8bit"), "optim": ("adamw", "adamw_8bit")}
 
     @classmethod
     def parse(cls, text: str) -> "Variant":
@@ -194,12 +220,17 @@ class Variant:
             key, _, value = item.partition("=")
             if key not in cls.__dataclass_fields__ or key == "impl":
                 raise argparse.ArgumentTypeError(f"unknown option {key!r} in {text!r}")
-            kwargs[key] = value if key in ("sdpa", "keep") else int(value)
-        if kwargs.get("sdpa", "default") not in get_args(AttentionBackend):
-            raise argparse.ArgumentTypeError(f"sdpa must be one of {', '.join(get_args(AttentionBackend))} in {text!r}")
-        if kwargs.get("keep", "inputs") not in get_args(CheckpointKeep):
-            raise argparse.ArgumentTypeError(f"keep must be one of {', '.join(get_args(CheckpointKeep))} in {text!r}")
+            if key in cls.CHOICES and value not in cls.CHOICES[key]:
+                raise argparse.ArgumentTypeError(f"{key} must be one of {', '.join(cls.CHOICES[key])} in {text!r}")
+            kwargs[key] = value if key in cls.CHOICES else int(value)
         return cls(impl, **kwargs)
+
+    def policy_config(self, folder: str, args) -> PolicyConfig:
+        return PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(self.ckpt),
+                            checkpoint_keep=self.keep, fused_lora=bool(self.fused), frozen_experts=bool(self.experts),
+                            compile_layers=self.compile if self.compile == "auto" else bool(int(self.compile)),
+                            attention_backend=self.sdpa, quantization=self.quant, lora_r=args.lora_r,
+                            lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
 
 
 def update_flops(model, rows: int, seq_len: int) -> float:
@@ -278,12 +309,13 @@ def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, fl
 
 
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
-    cfg = PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(v.ckpt), checkpoint_keep=v.keep,
-                       fused_lora=bool(v.fused), frozen_experts=bool(v.experts), compile_layers=bool(v.compile),
-                       attention_backend=v.sdpa, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
-    model, tokenizer = load_policy(cfg)
+    cfg = v.policy_config(folder, args)
+    model, tokenizer = load_policy(cfg, device.type)
     model.to(device)
-    G, mb = args.num_generations, v.mb or args.micro_batch_size
+    settings = update_defaults(cfg, model, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
+    G, mb = args.num_generations, min(settings.micro_batch_size, args.num_generations)
+    if G % mb:
+        raise ValueError(f"--num-generations {G} is not a multiple of the micro-batch size {mb}")
     # transformers' generate: min_new_tokens forces full-length rows, and its calls are timed apart from the log-probs
     sampling = SamplingConfig(temperature=1.0, max_completion_length=length, generation_batch_size=G, logprob_batch_size=mb,
                               lean_decode=False)
@@ -317,10 +349,17 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
     mask = batch.completion_mask.float()
     num_items = mask.sum()
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-5, fused=device.type == "cuda")  # as GRPOModule.configure_optimizers
+    if v.optim == "adamw_8bit":  # as GRPOModule.configure_optimizers
+        import bitsandbytes as bnb
+
+        optimizer = bnb.optim.AdamW8bit(params, lr=1e-5, weight_decay=0.0)
+    else:
+        optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0, fused=device.type == "cuda")
+    losses, mean_logps = [], []  # each step's, beside its gradient norm: variants of one model must start alike
 
     def forward_backward():
         model.train()
+        total = logp_sum = 0.0
         for lo in range(0, G, mb):
             sl = slice(lo, lo + mb)
             logps, _ = completion_logps(model, batch.prompt_ids[sl], batch.prompt_mask[sl], batch.completion_ids[sl],
@@ -329,6 +368,9 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
             loss, _ = grpo.grpo_loss(logps, advantages[sl], mask[sl], loss_type="dapo", num_items_in_batch=num_items)
             with adapter_in_model_dtype(model, bool(v.autocast)):  # as update.policy_update
                 loss.backward()
+            total, logp_sum = total + loss.detach(), logp_sum + (logps.detach() * mask[sl]).sum()
+        losses.append(total)
+        mean_logps.append(logp_sum / num_items)  # how far a quantized base moves the policy's log-probs
 
     grad_norms = []  # each step's, read after the timing: variants of one model must agree on the first
 
@@ -339,8 +381,10 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    forward_backward()  # warm-up: kernels, compilation, the optimizer's state
-    optimizer_step()
+    clock.seconds, compiled_before = {}, compile_seconds()
+    clock.wrap("first_step", forward_backward)()  # warm-up: kernels, compilation, the optimizer's state
+    clock.wrap("first_step", optimizer_step)()
+    first_step_s, compile_s = clock.seconds["first_step"], compile_seconds() - compiled_before
     reset_memory(device)
     fwd_bwd, opt = [], []
     for _ in range(args.repeats):
@@ -368,7 +412,10 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         "completion_tokens": completion_tokens, **sampled,
         "ref_logps_s": ref_s, "ref_logps_tokens_per_s": all_tokens / ref_s, "peak_memory_ref_gib": ref_peak,
         **update_figures(fwd_bwd, opt, all_tokens, update_flops(model, G, seq_len), args.peak_tflops),
-        "peak_memory_update_gib": peak, "grad_norm_first_step": float(grad_norms[0]),
+        "micro_batch_size": mb, "peak_memory_update_gib": peak, "first_step_s": first_step_s, "compile_s": compile_s,
+        "grad_norm_first_step": float(grad_norms[0]), "grad_norms": [round(float(n), 5) for n in grad_norms],
+        "losses": [round(float(x), 6) for x in losses], "mean_logps": [round(float(x), 5) for x in mean_logps],
+        "settings": str(settings),
     }
     del model, sampler, optimizer, batch
     return out
@@ -381,7 +428,8 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
     cfg = PolicyConfig(model=folder, dtype=args.dtype, attn_implementation=args.attn_implementation)
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg, tokenizer)
-    G, mb = args.num_generations, v.mb or args.micro_batch_size
+    G = args.num_generations
+    mb = min(v.mb or args.micro_batch_size or TRL_MICRO_BATCH, G)
     clock = Clock(device)
     steps: list[dict] = []
     profiler = contextlib.ExitStack()
@@ -436,6 +484,7 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
     trainer.train()
     peak = peak_memory_gib(device)  # of the timed steps (and the profiled one, which adds no tensors)
     timed = steps[1:1 + args.repeats]
+    first_step_s = steps[0]["fwd_bwd"] + steps[0]["optimizer"]  # its warm-up: kernels, the fla kernels' autotuning
     prompt_len = len(tokenizer(chat_prompt(tokenizer, PROMPT), add_special_tokens=False).input_ids)
     completion_tokens = G * length  # min_new_tokens = max_new_tokens
     all_tokens = completion_tokens + G * prompt_len
@@ -447,7 +496,7 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
         "impl": "trl", "completion_length": length, "completion_tokens": completion_tokens, **sampled,
         **update_figures(fwd_bwd, optimizer, all_tokens, update_flops(trainer.model, G, prompt_len + length),
                          args.peak_tflops),
-        "peak_memory_update_gib": peak,
+        "micro_batch_size": mb, "peak_memory_update_gib": peak, "first_step_s": first_step_s,
     }
     del trainer, model
     return out
@@ -455,7 +504,9 @@ def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    ap.add_argument("--preset", choices=sorted(PRESETS), nargs="+", default=None,
+                    help="one or more models, each run with every --impls in turn")
+
     ap.add_argument("--arch", default="qwen3", help="qwen3 | qwen3_moe | qwen3_5_moe, sized by --hidden/--layers")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
@@ -465,64 +516,75 @@ def main() -> None:
     ap.add_argument("--attn-implementation", default=None, help="e.g. sdpa, flash_attention_2; None: transformers' choice")
     ap.add_argument("--completion-length", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--num-generations", type=int, default=8)
-    ap.add_argument("--micro-batch-size", type=int, default=8,
-                    help="rows per forward/backward (TRL's per_device_train_batch_size) unless an impl sets mb=")
+    ap.add_argument("--micro-batch-size", type=int, default=None,
+                    help="rows per forward/backward (TRL's per_device_train_batch_size) unless an impl sets mb=; "
+                         f"None: ours resolves it for the model and device (`kernels.defaults`), TRL gets {TRL_MICRO_BATCH}")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--completions", choices=["generate", "random"], default="generate",
                     help="random: full-length random token ids instead of sampling, to time the update alone")
     ap.add_argument("--impls", nargs="+", type=Variant.parse, default=[Variant("lit_watercolour")],
                     metavar="IMPL[:KEY=VALUE,...]",
                     help="run in this order; lit_watercolour or trl (one GRPOTrainer run, same settings), with "
-                         "knobs mb, sdpa, autocast, compile, ckpt, keep, fused, experts (ours), liger (trl), profile (both); see Variant")
+                         "knobs mb, sdpa, autocast, compile, ckpt, keep, fused, experts, quant, optim (ours), liger (trl), "
+                         "profile (both); see Variant")
     ap.add_argument("--repeats", type=int, default=3, help="timed steps after one warm-up step")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak, for MFU")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the top N kernels of one more step")
     args = ap.parse_args()
     for v in args.impls:
-        if args.num_generations % (v.mb or args.micro_batch_size):
+        if args.num_generations % (v.mb or args.micro_batch_size or 1):
             ap.error("--num-generations must be a multiple of every micro-batch size")
     device = torch.device(args.device)
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)  # the Trainer places TRL's model on the current device
-    spec = PRESETS[args.preset] if args.preset else dict(arch=args.arch, hidden=args.hidden, layers=args.layers)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:
-        folder = args.model or save_random_model(spec, args.dtype, Path(tmp) / "model", device)
-        for length in args.completion_length:
-            by_name = {}
-            for v in args.impls:
-                name = describe(v)
-                torch.manual_seed(0)
-                try:
-                    if v.impl == "trl":
-                        figures = bench_trl(folder, args, length, device, v, str(Path(tmp) / "trl"))
-                    else:
-                        figures = bench_ours(folder, args, length, device, v)
-                except torch.OutOfMemoryError as e:  # a figure in itself; the other implementations still run
-                    figures = {"impl": v.impl, "completion_length": length, "error": f"out of memory: {str(e)[:200]}"}
-                except Exception as e:  # a knob this machine lacks (a kernel, a package): report it, run the rest
-                    figures = {"impl": v.impl, "completion_length": length, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-                result = {"name": name, "model": args.model or args.preset or f"{args.arch}-{args.hidden}x{args.layers}",
-                          "device": str(device), "dtype": args.dtype, "num_generations": args.num_generations,
-                          "micro_batch_size": v.mb or args.micro_batch_size, "completions": args.completions, **figures}
-                result = {k: round(v_, 4) if isinstance(v_, float) else v_ for k, v_ in result.items()}
-                runs.append(result)
-                by_name[name] = result
-                print(json.dumps(result), flush=True)
-                reset_memory(device)
-            baseline = next((r for r in by_name.values() if r["impl"] == "trl" and "error" not in r), None)
-            if baseline is not None and len(by_name) > 1:  # side by side: each against the first TRL run
-                ratios = {"completion_length": length, "baseline": baseline["name"]}
-                for name, r in by_name.items():
-                    if r is baseline or "error" in r:
-                        continue
-                    for k in ("sampling_s", "update_fwd_bwd_s", "optimizer_s", "peak_memory_update_gib"):
-                        if baseline.get(k) and r.get(k):
-                            ratios[f"trl_over_{name}/{k}"] = round(baseline[k] / r[k], 3)
-                runs.append(ratios)
-                print(json.dumps(ratios), flush=True)
+    for preset in args.preset or [None]:
+        spec = PRESETS[preset] if preset else dict(arch=args.arch, hidden=args.hidden, layers=args.layers)
+        name = args.model or preset or f"{args.arch}-{args.hidden}x{args.layers}"
+        with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:  # one model on disk at a time
+            folder = args.model or save_random_model(spec, args.dtype, Path(tmp) / "model", device)
+            runs += bench_model(folder, name, args, device, tmp)
     print(table(runs), flush=True)
     print(json.dumps({"runs": runs}), flush=True)
+
+
+def bench_model(folder: str, model_name: str, args, device: torch.device, tmp: str) -> list[dict]:
+    """Every --impls run at every --completion-length on one model, and each against the first TRL run."""
+    runs = []
+    for length in args.completion_length:
+        by_name = {}
+        for v in args.impls:
+            name = describe(v)
+            torch.manual_seed(0)
+            try:
+                if v.impl == "trl":
+                    figures = bench_trl(folder, args, length, device, v, str(Path(tmp) / "trl"))
+                else:
+                    figures = bench_ours(folder, args, length, device, v)
+            except torch.OutOfMemoryError as e:  # a figure in itself; the other implementations still run
+                figures = {"impl": v.impl, "completion_length": length, "error": f"out of memory: {str(e)[:200]}"}
+            except Exception as e:  # a knob this machine lacks (a kernel, a package): report it, run the rest
+                figures = {"impl": v.impl, "completion_length": length, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            result = {"name": name, "model": model_name, "device": str(device), "dtype": args.dtype,
+                      "num_generations": args.num_generations, "micro_batch_size": v.mb or args.micro_batch_size,
+                      "completions": args.completions, **figures}
+            result = {k: round(v_, 4) if isinstance(v_, float) else v_ for k, v_ in result.items()}
+            runs.append(result)
+            by_name[name] = result
+            print(json.dumps(result), flush=True)
+            reset_memory(device)
+        baseline = next((r for r in by_name.values() if r["impl"] == "trl" and "error" not in r), None)
+        if baseline is not None and len(by_name) > 1:  # side by side: each against the first TRL run
+            ratios = {"completion_length": length, "baseline": baseline["name"]}
+            for name, r in by_name.items():
+                if r is baseline or "error" in r:
+                    continue
+                for k in ("sampling_s", "update_fwd_bwd_s", "optimizer_s", "peak_memory_update_gib"):
+                    if baseline.get(k) and r.get(k):
+                        ratios[f"trl_over_{name}/{k}"] = round(baseline[k] / r[k], 3)
+            runs.append(ratios)
+            print(json.dumps(ratios), flush=True)
+    return runs
 
 
 def describe(v: Variant) -> str:
@@ -534,17 +596,23 @@ def describe(v: Variant) -> str:
 
 
 def table(runs: list[dict]) -> str:
-    """The update figures as a markdown table."""
-    lines = ["| run | length | mb | fwd+bwd s | tokens/s | optimizer s | peak GiB | MFU |", "|---|---|---|---|---|---|---|---|"]
+    """The update figures as a markdown table; "first step" is the warm-up step (compilation, autotuning),
+    "logp" (the mean completion-token log-prob) and "grad norm" are the first step's (ours: variants of one model
+    must start alike; a quantized base moves both)."""
+    lines = ["| model | run | length | mb | fwd+bwd s | tokens/s | optimizer s | peak GiB | MFU | first step s | compile s "
+             "| logp | grad norm |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         if "name" not in r:
             continue
+        head = f"| {r['model']} | {r['name']} | {r['completion_length']} | {r['micro_batch_size']} "
         if "error" in r:
-            lines.append(f"| {r['name']} | {r['completion_length']} | {r['micro_batch_size']} | {r['error'][:80]} |||||")
+            lines.append(head + f"| {r['error'][:80]} |||||||||")
             continue
-        lines.append(f"| {r['name']} | {r['completion_length']} | {r['micro_batch_size']} | {r['update_fwd_bwd_s']:.2f} "
-                     f"| {r['update_tokens_per_s']:,.0f} | {r['optimizer_s']:.3f} | {r['peak_memory_update_gib']} "
-                     f"| {100 * r['mfu']:.1f}% |")
+        logp = f"{r['mean_logps'][0]:.4f}" if r.get("mean_logps") else ""
+        grad = f"{r['grad_norm_first_step']:.4f}" if "grad_norm_first_step" in r else ""
+        lines.append(head + f"| {r['update_fwd_bwd_s']:.2f} | {r['update_tokens_per_s']:,.0f} | {r['optimizer_s']:.3f} "
+                     f"| {r['peak_memory_update_gib']} | {100 * r['mfu']:.1f}% | {r.get('first_step_s', 0):.1f} "
+                     f"| {r.get('compile_s', '')} | {logp} | {grad} |")
     return "\n".join(lines)
 
 

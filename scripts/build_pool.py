@@ -1,7 +1,7 @@
 """Render a tiered reference pool from p5.brush sketches.
 
 Sketches come from another pool (`--rerender`: a folder or a Hub dataset in the recipe's layout,
-keeping its names and tiers), from `lit_watercolour.corpus` (the tiny policy's generator, one
+keeping its names and tiers), from `lit_watercolour.offline.corpus` (the tiny policy's generator, one
 painting quality per tier: love layered, okay balanced, meh opaque), and from `--extra` files.
 Sketches the gate rejects (lit_watercolour.gate) are left out, so the pool never holds an image
 the policy would be punished for producing.
@@ -26,7 +26,7 @@ import random
 import shutil
 from pathlib import Path
 
-from lit_watercolour.corpus import FLOWERS, make_sketch
+from lit_watercolour.offline.corpus import FLOWERS, make_sketch
 
 TIER_QUALITY = {"love": "layered", "okay": "balanced", "meh": "opaque"}
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="render seed (the harness's Math.random)")
     args = ap.parse_args(argv)
 
-    from lit_watercolour.render import ThreadedRenderPool
+    from lit_watercolour.sandbox import ThreadedRenderPool
 
     if args.rerender:
         jobs = rerender_jobs(args.rerender, args.revision)

@@ -3,7 +3,7 @@
     python scripts/check_tiny_policy.py --policy lit_watercolour/assets/tiny_policy --per-subject 16
 
 Samples `--per-subject` completions at `--temperature`, `--top-p`, `--top-k` (the default config's) for each
-subject with the training step's own rollout (`lit_watercolour.rollout.collect`: the hf sampler in batches of
+subject with the training step's own rollout (`lit_watercolour.rollout.RolloutPipeline`: the hf sampler in batches of
 `--batch-size`, each sketch rendered in headless Chromium as its row ends, then gated). Variety is the number
 of distinct sketches and the spread of painted fraction.
 """
@@ -19,8 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lit_watercolour.data import Prompt, chat_prompt
-from lit_watercolour.render import ThreadedRenderPool
-from lit_watercolour.rollout import collect
+from lit_watercolour.rollout import RolloutPipeline
 from lit_watercolour.sampling import HFSampler, SamplingConfig
 
 DEFAULT_SUBJECTS = ["a peach hibiscus", "a red poppy", "a misty hillside at dawn", "a bowl of lemons"]
@@ -52,12 +51,15 @@ def main() -> None:
                               lean_decode=False)  # lean decoding folds a LoRA adapter: this model has none
     sampler = HFSampler(model, tok, sampling)
     rollouts, sampling_s, wait_s = [], 0.0, 0.0
-    with ThreadedRenderPool(size=args.render_size) as pool:
+    pipeline = RolloutPipeline(sampler, None, {"size": args.render_size})
+    try:
         for subject in args.subjects:
-            batch = collect(sampler, pool, [Prompt(subject, chat_prompt(tok, subject), args.seed)], args.per_subject)
+            batch = pipeline.collect([Prompt(subject, chat_prompt(tok, subject), args.seed)], args.per_subject)
             rollouts += batch.rollouts
             sampling_s += batch.metrics["time/sampling_s"]
             wait_s += batch.metrics["time/render_wait_s"]
+    finally:
+        pipeline.close()
     tokens = sum(r.num_tokens for r in rollouts)
     print(f"sampled {len(rollouts)} completions, {tokens} tokens in {sampling_s:.1f} s: {tokens / sampling_s:.0f} tokens/s "
           f"(batch {args.batch_size}); renders left after sampling: {wait_s:.1f} s")

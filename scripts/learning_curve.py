@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
@@ -67,12 +66,9 @@ def cpu_slots(parallel: int, cpus_per_run: int) -> list[list[int]]:
     return [cpus[i * cpus_per_run:(i + 1) * cpus_per_run] for i in range(parallel)]
 
 
-def render_kwargs(config: Path, backend: str | None) -> list[str]:
-    """The config's render_kwargs with the backend replaced (a dict given on the command line replaces the whole dict)."""
-    if backend is None:
-        return []
-    model = (yaml.safe_load(config.read_text()) or {}).get("model") or {}
-    return ["--model.render_kwargs", json.dumps({**(model.get("render_kwargs") or {}), "render_backend": backend})]
+def render_backend(backend: str | None) -> list[str]:
+    """The config's render backend replaced (the rest of its render config kept)."""
+    return [] if backend is None else ["--model.render.render_backend", backend]
 
 
 def fit(run: Run, slots: queue.Queue, overrides: list[str], chromium: str | None, backend: str | None) -> Run:
@@ -84,7 +80,7 @@ def fit(run: Run, slots: queue.Queue, overrides: list[str], chromium: str | None
         args = [sys.executable, "-m", "lit_watercolour", "fit", "--config", str(run.config),
                 "--seed_everything", str(run.seed), "--data.seed", str(run.seed),
                 "--trainer.default_root_dir", str(run.out), "--trainer.logger.init_args.save_dir", str(run.out),
-                "--trainer.enable_progress_bar", "false", *render_kwargs(run.config, backend), *overrides, *run.overrides]
+                "--trainer.enable_progress_bar", "false", *render_backend(backend), *overrides, *run.overrides]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                    CUDA_VISIBLE_DEVICES="")  # a CPU box: torch sees no GPU even on a GPU node
         if chromium:
@@ -164,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="stop each run after this long (trainer.max_time); its record says how many steps it took")
     ap.add_argument("--chromium", default=None, help="browser executable (sets LIT_WATERCOLOUR_CHROMIUM for the runs)")
     ap.add_argument("--render-backend", choices=["auto", "swiftshader", "gpu"], default=None,
-                    help="replaces the config's render_kwargs.render_backend")
+                    help="replaces the config's render.render_backend")
     args, overrides = ap.parse_known_args(argv)
     if args.max_minutes is not None:
         seconds = round(args.max_minutes * 60)

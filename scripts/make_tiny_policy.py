@@ -2,12 +2,12 @@
 
 The offline default config needs a policy that already writes valid p5.brush sketches, so that
 GRPO has something to improve on a laptop with no Hub access. This script trains one from
-scratch on `lit_watercolour.corpus` and saves a standard transformers folder (config, bf16
+scratch on `lit_watercolour.offline.corpus` and saves a standard transformers folder (config, bf16
 safetensors, tokenizer, generation config).
 
     python scripts/make_tiny_policy.py --out lit_watercolour/assets/tiny_policy  # add --device cuda where a GPU is
 
-The shipped checkpoint is these defaults with --device cuda (timings in the README). Fewer steps
+The shipped checkpoint is these defaults with --device cuda (timings in docs/results.md). Fewer steps
 give a policy that writes valid sketches but blurs the corpus's qualities into one average wash,
 which leaves GRPO little to learn.
 """
@@ -24,9 +24,9 @@ import torch
 from tokenizers import Regex, pre_tokenizers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from lit_watercolour.corpus import Sample, make_corpus, make_sample
+from lit_watercolour.offline.corpus import Sample, make_corpus, make_sample
 from lit_watercolour.prompts import chat_messages
-from lit_watercolour.tiny_models import QWEN_TOKENS, THINK_TOKENS, bpe_tokenizer
+from lit_watercolour.offline.tiny_models import QWEN_TOKENS, THINK_TOKENS, bpe_tokenizer
 
 
 def build_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:

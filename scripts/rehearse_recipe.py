@@ -9,7 +9,7 @@ orders, lr 5e-5 after warm-up, scale_rewards none), except what cannot exist off
     or the real Qwen3.5-35B-A3B shapes (`--policy-shapes recipe`, ~35B parameters);
   - its text: a random-init policy writes no sketches, so **the policy samples its full length
     (`min_new_tokens` = the completion length; those tokens and their log-probs are what the update
-    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.replay`, the
+    trains on) while a scripted replay of recipe-format sketches (`lit_watercolour.offline.replay`, the
     600x600 skeleton, three qualities) stands in for its text**: that is what is rendered and scored;
   - judge: a small random-init Qwen3-VL-MoE (the Qwen3-VL-30B-A3B architecture) served by an
     OpenAI-compatible HTTP server on 127.0.0.1 that this script starts; the recipe's `OpenAIJudge`
@@ -33,6 +33,7 @@ then a summary. `--max-minutes` starts no step that would end past that many min
     python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps
     python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled before update N, rendered and scored during it
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
+    python scripts/rehearse_recipe.py --config configs/hibiscus_qwen3_4b.yaml --policy-shapes qwen3-4b  # the 4B recipe
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe --sampler hf  # the recipe path, CPU sizes
     python scripts/rehearse_recipe.py --policy-shapes recipe --sampler vllm --steps 3  # H200: the colocated engine
@@ -59,8 +60,8 @@ import torch
 import yaml
 
 from lit_watercolour.overlap import stage_times
-from lit_watercolour.replay import ReplaySampler
-from lit_watercolour.rewards.judge_server import JudgeServer, serving
+from lit_watercolour.offline.replay import ReplaySampler
+from lit_watercolour.offline.judge_server import JudgeServer, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 LINES_FILE = "rehearsal.jsonl"
@@ -76,6 +77,9 @@ RECIPE_SHAPES = dict(
     layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)],
 )
 SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4)
+# --policy-shapes qwen3-4b (with --config configs/hibiscus_qwen3_4b.yaml): Qwen3-4B-Instruct-2507's public config, dense
+QWEN3_4B_SHAPES = dict(vocab_size=151936, hidden_size=2560, num_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                       head_dim=128, intermediate_size=9728, tie_word_embeddings=True, max_position_embeddings=40960)
 TINY_SHAPES = dict(hidden_size=64, num_layers=2)
 # --policy-shapes recipe --tiny: the recipe's vocabulary, layer pattern and routing at CPU sizes (the code path of the real run)
 TINY_RECIPE_SHAPES = {
@@ -92,7 +96,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke sizes: tiny policy, 32-token completions, fp32")
-    ap.add_argument("--policy-shapes", choices=["small", "recipe"], default="small")
+    ap.add_argument("--policy-shapes", choices=["small", "recipe", "qwen3-4b"], default="small")
     ap.add_argument("--completion-length", type=int, default=None, help="default 2048 (--tiny: 32)")
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
@@ -114,7 +118,10 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model, trainer = cfg["model"], cfg["trainer"]
     recipe = args.policy_shapes == "recipe"
     shapes = (TINY_RECIPE_SHAPES if recipe else TINY_SHAPES) if args.tiny else RECIPE_SHAPES if recipe else SMALL_SHAPES
-    model["policy"] = {**model["policy"], "tiny": "qwen3_5_moe", "tiny_config": shapes,
+    arch = "qwen3_5_moe"
+    if args.policy_shapes == "qwen3-4b":
+        arch, shapes = "qwen3", TINY_SHAPES if args.tiny else QWEN3_4B_SHAPES
+    model["policy"] = {**model["policy"], "tiny": arch, "tiny_config": shapes,
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
@@ -126,33 +133,31 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     model["vllm"] = {**vllm, **args.vllm, "engine_kwargs": engine}
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
-        model["cpu_threads"] = 1  # tiny kernels: more threads only fight Chromium for the cores
+        model["threads"] = {"update": 1}  # tiny kernels: more threads only fight Chromium for the cores
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
                    default_root_dir=str(args.out),
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
     for cb in model["rewards"] + trainer["callbacks"]:
         init = cb.setdefault("init_args", {})
         name = cb["class_path"].rsplit(".", 1)[-1]
-        if name == "PairwiseJudge":
+        if name == "JudgeTerm":
             init["pool"] = args.pool
             init["backend"]["init_args"] = {**init["backend"]["init_args"], "base_url": judge_url, "api_key_env": ""}
-        elif name == "HPSv3Scorer":
-            init["lazy"] = True  # the stand-in is put in before fit
         elif name == "AdapterCheckpoint":
             init["dirpath"] = str(args.out / "checkpoints")
     return cfg
 
 
-def webgl_renderer(render_kwargs: dict) -> str:
+def webgl_renderer(render: dict) -> str:
     """The WebGL renderer string a page of the pool's browser gets (SwiftShader or the GPU)."""
     from playwright.async_api import async_playwright
 
-    from lit_watercolour.render import LAUNCH_ARGS, chromium_executable
+    from lit_watercolour.sandbox.browser import LAUNCH_ARGS, chromium_executable
 
     async def probe() -> str:
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=chromium_executable(render_kwargs.get("executable_path")),
-                                              args=list(render_kwargs.get("launch_args", LAUNCH_ARGS)))
+            browser = await p.chromium.launch(executable_path=chromium_executable(render.get("executable_path")),
+                                              args=list(render.get("launch_args") or LAUNCH_ARGS))
             page = await browser.new_page()
             text = await page.evaluate("""() => {
                 const gl = document.createElement('canvas').getContext('webgl');
@@ -300,9 +305,10 @@ def main(argv=None) -> dict:
 
         require_vllm()  # before minutes of set-up, not after
     from lit_watercolour.__main__ import WatercolourCLI
-    from lit_watercolour.rewards.hpsv3 import HPSv3Scorer
+    from lit_watercolour.rewards.hpsv3 import HPSv3Term
     from lit_watercolour.rewards.transformers_judge import TransformersJudge
-    from lit_watercolour.tiny_models import tiny_hpsv3, tiny_qwen3_vl
+    from lit_watercolour.offline.tiny_models import tiny_qwen3_vl
+    from lit_watercolour.offline.tiny_scorers import tiny_hpsv3
 
     t0 = time.perf_counter()
     report = Report(args.out / LINES_FILE)
@@ -316,16 +322,16 @@ def main(argv=None) -> dict:
         cli = WatercolourCLI(args=["--config", f.name], run=False)
         hps_model, hps_processor = tiny_hpsv3(seed=0)
         for term in cli.model.reward_mix.terms:
-            if isinstance(term, HPSv3Scorer):
-                term.model, term.processor, term.device = hps_model.to(device), hps_processor, str(device)
+            if isinstance(term, HPSv3Term):  # the stand-in, given as a model the term keeps (its setup loads nothing)
+                term.model, term.processor, term.owned = hps_model.to(device), hps_processor, False
         memory = DeviceMemory(device) if args.device == "cuda" else None
         stand_ins = StandIns(cfg["model"]["sampling"]["max_completion_length"], args.max_minutes, t0, report, memory)
         cli.trainer.callbacks.append(stand_ins)
-        renderer = webgl_renderer(cfg["model"].get("render_kwargs") or {})
+        renderer = webgl_renderer(cfg["model"].get("render") or {})
         policy = cfg["model"]["policy"]
         report({"webgl_renderer": renderer, "policy_shapes": args.policy_shapes, "policy": policy["tiny_config"],
                 "sampler": cfg["model"]["sampler"],
-                "judge_url": server.base_url, "generations": cfg["model"]["grpo_config"]["num_generations"],
+                "judge_url": server.base_url, "generations": cfg["model"]["grpo"]["num_generations"],
                 "completion_length": cfg["model"]["sampling"]["max_completion_length"],
                 "render_pages": cfg["model"]["render_pool_size"], "device": args.device,
                 "linear_attention": linear_attention_kernels(), "torch": torch.__version__,

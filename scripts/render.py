@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lit_watercolour.gate import gate, static_gate
-from lit_watercolour.render import ThreadedRenderPool
+from lit_watercolour.sandbox import ThreadedRenderPool
 from lit_watercolour.sketch import extract_code
 
 

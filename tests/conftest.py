@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_watercolour.render import ThreadedRenderPool
+from lit_watercolour.sandbox import ThreadedRenderPool
 from tiny_painter import save_tiny_painter
 
 SKETCH_DIR = Path(__file__).resolve().parent.parent / "renderer" / "sketches"
@@ -36,3 +36,16 @@ def painter(tmp_path_factory):
     torch.set_num_threads(1)
     yield save_tiny_painter(tmp_path_factory.mktemp("painter"), steps=300)
     torch.set_num_threads(threads)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say loudly when the real-vLLM tests did not run: a plain `pytest` skips them where vLLM is not
+    installed, and a summary line of skips is easy to read past."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "vllm" in getattr(r, "keywords", {})]
+    if not skipped:
+        return
+    reasons = sorted({str(r.longrepr[2]).removeprefix("Skipped: ") for r in skipped if isinstance(r.longrepr, tuple)})
+    terminalreporter.write_sep("!", f"{len(skipped)} REAL-vLLM TESTS WERE NOT RUN", red=True, bold=True)
+    for reason in reasons:
+        terminalreporter.write_line(f"  why: {reason}", red=True)
+    terminalreporter.write_line("  `make test` runs them in .venv-vllm, where a missing vLLM fails them instead.", red=True)

@@ -1,4 +1,4 @@
-"""Reply policies for the loopback judge server (lit_watercolour.rewards.judge_server) in the judge tests."""
+"""Reply policies for the loopback judge server (lit_watercolour.offline.judge_server) in the judge tests."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import numpy as np
 from PIL import Image
 
-from lit_watercolour.rewards.judge_server import JudgeServer, Policy, completion, request_images, serving
+from lit_watercolour.offline.judge_server import JudgeServer, Policy, completion, request_images, serving
 
 __all__ = ["JudgeServer", "always", "completion", "failing_first", "prefers_less_ink", "request_images", "serving", "slow"]
 

@@ -1,5 +1,5 @@
 """The loopback HTTP server lives in the package (the rehearsal script serves its judge with it)."""
 
-from lit_watercolour.loopback import LoopbackServer
+from lit_watercolour.offline.loopback import LoopbackServer
 
 __all__ = ["LoopbackServer"]

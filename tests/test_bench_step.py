@@ -42,6 +42,9 @@ def test_bench_step_random_completions_time_the_update_alone():
     assert done.returncode == 0, done.stderr[-3000:]
     ours, trl, ratios = json.loads(done.stdout.strip().splitlines()[-1])["runs"]
     assert (ours["name"], ours["micro_batch_size"], trl["micro_batch_size"]) == ("lit_watercolour:mb=1,sdpa=flash", 1, 4)
+    assert ours["settings"] == "dense model on cpu: micro_batch_size 1, checkpoint_keep inputs, compile_layers False"
+    assert ours["first_step_s"] > 0 and trl["first_step_s"] > 0 and ours["compile_s"] == 0.0  # CPU: not compiled
+    assert len(ours["grad_norms"]) == len(ours["mean_logps"]) == 4 and ours["mean_logps"][0] < 0  # warm-up, 2, profiled
     for run in (ours, trl):
         assert "sampling_s" not in run and run["completions"] == "random" and "error" not in run
         assert run["completion_tokens"] == 4 * 40 and run["update_fwd_bwd_s"] > 0
@@ -56,7 +59,7 @@ def test_bench_step_random_completions_time_the_update_alone():
     assert ratios[f"trl_over_{name}/update_fwd_bwd_s"] == pytest.approx(trl["update_fwd_bwd_s"] / ours["update_fwd_bwd_s"],
                                                                         rel=1e-2)
     assert done.stdout.count("Self CPU time total") == 2  # one profile table per implementation
-    assert f"| {name} | 40 | 1 |" in done.stdout  # the summary table
+    assert f"| tiny | {name} | 40 | 1 |" in done.stdout  # the summary table
 
 
 @pytest.mark.timeout(120)
@@ -93,7 +96,7 @@ def test_update_flops_count_matmuls_and_causal_attention():
     from bench_step import PRESETS, model_config, update_flops
 
     from lit_watercolour.policy import model_class
-    from lit_watercolour.tiny_models import tiny_tokenizer
+    from lit_watercolour.offline.tiny_models import tiny_tokenizer
 
     cfg = model_config(PRESETS["qwen3-4b"], tiny_tokenizer())
     with torch.device("meta"):

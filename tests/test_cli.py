@@ -1,12 +1,19 @@
 """The entry point, as a user runs it: `python -m lit_watercolour fit|predict --config ...`."""
 
+import dataclasses
+import inspect
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+
+from lit_watercolour.__main__ import WatercolourCLI
+from lit_watercolour.data import PromptDataModule
+from lit_watercolour.module import GRPOModule
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(600)
@@ -20,8 +27,11 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def test_fit_then_predict_with_the_trained_adapter(tmp_path):
     config = str(ROOT / "configs" / "tiny_random.yaml")
-    fit = run(["fit", "--config", config, "--trainer.max_steps", "2"], tmp_path)
+    fit = run(["fit", "--config", config, "--trainer.max_steps", "2", "--trainer.enable_progress_bar", "true"], tmp_path)
     assert fit.returncode == 0, fit.stderr[-3000:]
+    assert "step: 100%" in fit.stdout and "2/2" in fit.stdout and "Epoch" not in fit.stdout  # the bar counts steps
+    for notice in ("args and command line", "Tip", "multivariate normal", "set_float32_matmul_precision"):
+        assert notice not in fit.stdout + fit.stderr  # filtered or answered in lit_watercolour/notices.py
     out = tmp_path / "runs" / "tiny_random"
     assert (out / "checkpoints" / "last.ckpt").exists()
     assert (out / "checkpoints" / "last-adapter" / "adapter_model.safetensors").exists()
@@ -47,13 +57,36 @@ def test_recipe_config_parses():
     assert (m["policy"]["lora_r"], m["policy"]["lora_alpha"], m["policy"]["lora_dropout"]) == (16, 32, 0.0)
     assert m["policy"]["target_modules"] == "all-linear" and m["policy"]["gradient_checkpointing"]
     assert (m["sampling"]["top_p"], m["sampling"]["top_k"], m["sampling"]["max_completion_length"]) == (0.95, 20, 8192)
-    assert m["grpo_config"]["num_generations"] == 8 and m["grpo_config"]["micro_batch_size"] == 1
-    assert m["grpo_config"]["scale_rewards"] == "none"
+    assert m["grpo"]["num_generations"] == 8 and m["grpo"]["micro_batch_size"] is None
+    assert m["grpo"]["scale_rewards"] == "none"
     assert (m["optim"]["lr"], m["optim"]["lr_scheduler"], m["optim"]["warmup_steps"]) == (5e-5, "constant_with_warmup", 5)
     assert c["trainer"]["max_steps"] == 110 and c["data"]["subjects"] == ["a peach hibiscus"]
     terms = {cb["class_path"].rsplit(".", 1)[-1]: cb["init_args"] for cb in c["model"]["rewards"]}
-    assert {"GateTerm", "LengthTerm", "PairwiseJudge", "HPSv3Scorer"} <= set(terms)
-    assert terms["PairwiseJudge"]["references"] == 4
+    assert {"GateTerm", "LengthTerm", "JudgeTerm", "HPSv3Term"} <= set(terms)
+    assert terms["JudgeTerm"]["references"] == 4
+
+
+def test_old_names_are_accepted_with_a_warning(tmp_path, recwarn):
+    """`grpo_config`, the two `cpu_threads` and the reward classes' old names still build the same run, each
+    with a FutureWarning."""
+    from lit_watercolour.__main__ import WatercolourCLI
+    from lit_watercolour.rewards import ImageStatsTerm
+
+    config = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
+    config["model"]["grpo_config"] = config["model"].pop("grpo")
+    threads = config["model"].pop("threads")
+    config["model"]["cpu_threads"], config["model"]["sampling"]["cpu_threads"] = threads["update"], threads["sampling"]
+    config["model"]["rewards"][2]["class_path"] = "lit_watercolour.rewards.image_stats.ImageStatsScorer"
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(config))
+    cli = WatercolourCLI(args=["--config", str(tmp_path / "old.yaml")], run=False)
+    assert cli.model.grpo_config.num_generations == 8 and cli.model.grpo_config.scale_rewards == "group"
+    assert isinstance(cli.model.reward_mix.terms[2], ImageStatsTerm)
+    assert (cli.model.threads.update, cli.model.threads.sampling) == (threads["update"], threads["sampling"])
+    said = [str(w.message) for w in recwarn if issubclass(w.category, FutureWarning)]
+    assert any("grpo_config is now model.grpo" in m for m in said), said
+    assert any("ImageStatsScorer is now ImageStatsTerm" in m for m in said), said
+    assert any("model.cpu_threads is now model.threads.update" in m for m in said), said
+    assert any("model.sampling.cpu_threads is now model.threads.sampling" in m for m in said), said
 
 
 def test_default_config_and_environment(monkeypatch):
@@ -61,15 +94,48 @@ def test_default_config_and_environment(monkeypatch):
     a --config replaces the default whole (none of default.yaml's settings leak into it)."""
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS", "7")
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__MODEL__RENDER_POOL_SIZE", "5")
-    cfg = run(["fit", "--print_config"], ROOT)
+    cfg = run(["fit", "--print_config=comments"], ROOT)
     assert cfg.returncode == 0, cfg.stderr[-3000:]
+    assert "# The adapter's rank." in cfg.stdout  # each field's docstring as its comment
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["name"] == "default"
     assert c["trainer"]["max_steps"] == 7 and c["model"]["render_pool_size"] == 5
-    assert c["model"]["render_kwargs"] == {"pixel_density": 0.5}
+    assert c["model"]["render"]["pixel_density"] == 0.5
 
     cfg = run(["fit", "--config", str(ROOT / "configs" / "tiny_random.yaml"), "--print_config"], ROOT)
     c = yaml.safe_load(cfg.stdout)
     assert c["trainer"]["logger"]["init_args"]["save_dir"] == "runs/tiny_random"
-    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render_kwargs"] is None
+    assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render"]["pixel_density"] == 1.0
     assert c["trainer"]["max_steps"] == 3 and c["model"]["render_pool_size"] == 2  # the config beats the environment
+
+
+class Parser(Exception):
+    """Carries the CLI's parser out before it parses anything."""
+
+
+class ParserOnly(WatercolourCLI):
+    def parse_arguments(self, parser, args):
+        raise Parser(parser)
+
+
+def test_every_option_says_what_it_does():
+    """`fit --help` shows a sentence for every GRPOModule and PromptDataModule parameter and every field of
+    their config dataclasses: a new option without a docstring fails here."""
+    with pytest.raises(Parser) as caught:
+        ParserOnly(args=["fit"])
+    fit = caught.value.args[0]._subcommands_action._name_parser_map["fit"]
+    helps = {a.dest: a.help for a in fit._actions}
+    titles = {g.dest: g.title for g in fit._action_groups if getattr(g, "dest", None)}
+    undocumented = []
+    for prefix, cls in (("model", GRPOModule), ("data", PromptDataModule)):
+        hints = typing.get_type_hints(cls.__init__)
+        for name in list(inspect.signature(cls.__init__).parameters)[1:]:
+            key = f"{prefix}.{name}"
+            if dataclasses.is_dataclass(hints[name]):
+                config = hints[name]
+                if titles.get(key, "").startswith((config.__name__, "<class")):  # jsonargparse's fallback title
+                    undocumented.append(key)
+                undocumented += [f"{key}.{f.name}" for f in dataclasses.fields(config) if not helps.get(f"{key}.{f.name}")]
+            elif not helps.get(key):
+                undocumented.append(key)
+    assert not undocumented, f"add a docstring for: {undocumented}"

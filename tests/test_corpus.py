@@ -2,7 +2,7 @@
 
 import re
 
-from lit_watercolour.corpus import QUALITIES, SUBJECTS, make_corpus, make_sample
+from lit_watercolour.offline.corpus import QUALITIES, SUBJECTS, make_corpus, make_sample
 from lit_watercolour.gate import static_gate
 from lit_watercolour.prompts import SYSTEM_PROMPT
 from lit_watercolour.sketch import brackets_balance, brush_methods, extract_code, is_truncated, scan_source

@@ -23,7 +23,7 @@ def test_ddp_two_cpu_ranks_share_groups_and_stay_in_sync(tmp_path, max_staleness
     steps = 2 + max_staleness  # one step stale: the first is on-policy, the next two one update behind
     config = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
     config["model"]["policy"]["model"] = str(ROOT / "lit_watercolour" / "assets" / "tiny_policy")
-    config["model"]["grpo_config"].update(num_generations=4, micro_batch_size=2)
+    config["model"]["grpo"].update(num_generations=4, micro_batch_size=2)
     config["model"].update(render_pool_size=1, max_staleness=max_staleness)
     config["trainer"].update(devices=2, strategy="ddp", max_steps=steps, enable_progress_bar=False,
                              default_root_dir=str(tmp_path / "run"))

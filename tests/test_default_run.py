@@ -47,7 +47,7 @@ def test_default_fit_logs_rewards_and_writes_a_gallery(tmp_path):
     assert len(list((run_dir / "default" / "renders" / "step_00002").glob("*.png"))) == len(
         [e for e in entries if e["step"] == 2 and e["png"]])  # every step's renders kept for export
     # checkpoints live in the run's own version folder (no seed or later run shares them), and the
-    # output holds no warning: every one left is either fixed or filtered with its reason in __main__
+    # output holds no warning: every one left is either fixed or filtered with its reason in lit_watercolour/notices.py
     assert (logs / "checkpoints" / "last.ckpt").exists() and (logs / "checkpoints" / "last-adapter").is_dir()
     output = fit.stdout + fit.stderr
     assert "warn" not in output.lower(), output[-3000:]

@@ -5,9 +5,9 @@ import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from transformers.integrations.moe import grouped_mm_experts_forward
 
-from lit_watercolour.experts import NAME, frozen_grouped_mm_experts_forward
+from lit_watercolour.kernels.experts import NAME, frozen_grouped_mm_experts_forward
 from lit_watercolour.policy import PolicyConfig, load_policy
-from lit_watercolour.tiny_models import save_tiny_policy, tiny_config
+from lit_watercolour.offline.tiny_models import save_tiny_policy, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from lit_watercolour.callbacks.gallery import contact_sheet, curve_row, early_late_picture, write_gallery
-from lit_watercolour.render import chromium_executable
+from lit_watercolour.sandbox import chromium_executable
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [1, 4, 8, 12]

@@ -76,7 +76,7 @@ def test_fixture_sketches_pass_static_gate(sketches):
 
 
 def test_brush_export_table_matches_the_real_library(render_pool):
-    from lit_watercolour.render import RenderPool  # the page's own view of `brush`
+    from lit_watercolour.sandbox import RenderPool  # the page's own view of `brush`
 
     async def keys():
         async with RenderPool(size=1) as pool:
@@ -97,7 +97,7 @@ RUNTIME_CASES = {
     "infinite_loop": (sketch("while (true) {}"), "timeout"),
     "blank": (sketch(paint='brush.fill("#c2366a", 160);\n  brush.circle(-400, -400, 30);'), "blank_canvas"),
     "fetch_evasive": (sketch('this["fe" + "tch"]("http://127.0.0.1:9/x");'), "network"),
-    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "network"),
+    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "external_load"),  # no Image to make
     "load_image_evasive": (sketch('this["load" + "Image"]("flower.png");'), "external_load"),
     "inner_html_evasive": (sketch('this["docu" + "ment"].body["inner" + "HTML"] = "<h1>hibiscus</h1>";'), "dom"),
     "storage_evasive": (sketch('this["local" + "Storage"].setItem("a", "b");'), "dom"),

@@ -37,10 +37,11 @@ from lit_watercolour.grpo import (
     mask_truncated_completions,
     masked_mean,
     nanstd,
-    linear_logps_and_entropy,
 )
-from lit_watercolour.policy import _fused_lora_forward, completion_logps, fuse_lora_linears
-from lit_watercolour.tiny_models import build_tiny_model
+from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
+from lit_watercolour.kernels.lora import _fused_lora_forward, fuse_lora_linears
+from lit_watercolour.policy import completion_logps
+from lit_watercolour.offline.tiny_models import build_tiny_model
 
 NAN = float("nan")
 G = 4  # num_generations
@@ -483,7 +484,7 @@ def test_linear_logps_compiled_tiles_match_eager():
 
 def test_linear_logps_fall_back_to_eager_tiles_where_compiling_fails(monkeypatch):
     """A machine whose compiler toolchain fails still trains, with the same numbers and a warning."""
-    from lit_watercolour import grpo
+    from lit_watercolour.kernels import lm_head
 
     def broken_compile(fn, **kwargs):
         def run(*args):
@@ -491,7 +492,7 @@ def test_linear_logps_fall_back_to_eager_tiles_where_compiling_fails(monkeypatch
         return run
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    monkeypatch.setattr(grpo, "_tile_kernels", functools.cache(grpo._tile_kernels.__wrapped__))  # a fresh cache
+    monkeypatch.setattr(lm_head, "_tile_kernels", functools.cache(lm_head._tile_kernels.__wrapped__))  # a fresh cache
     h, weight, _, ids = head_case(6)
     h.requires_grad_()
     with pytest.warns(UserWarning, match="no C compiler"):
@@ -715,7 +716,8 @@ class OpCounter(TorchDispatchMode):
 def test_checkpoint_keep_saves_recomputation_not_numbers(fused):
     """`checkpoint_keep`: the same log-probs and LoRA gradients as full recomputation; backward runs no attention
     kernel when attention outputs are kept, and fewer matmuls when the output projections are kept too."""
-    from lit_watercolour.policy import ATTENTION_OPS, PolicyConfig, load_policy
+    from lit_watercolour.kernels.checkpointing import ATTENTION_OPS
+    from lit_watercolour.policy import PolicyConfig, load_policy
 
     g = torch.Generator().manual_seed(1)
     prompt_ids, completion_ids = torch.randint(3, 100, (2, 5), generator=g), torch.randint(3, 100, (2, 7), generator=g)

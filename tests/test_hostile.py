@@ -24,7 +24,8 @@ import pytest
 from PIL import Image
 
 from lit_watercolour.gate import REASONS, gate, static_gate
-from lit_watercolour.render import SOLO_BACKSTOP, ThreadedRenderPool
+from lit_watercolour.sandbox import ThreadedRenderPool
+from lit_watercolour.sandbox.faults import SOLO_BACKSTOP
 from processes import chromium_descendants
 from test_render import own_processes
 

@@ -1,5 +1,5 @@
 """The package's import graph: every module imports in a fresh interpreter, and the package-internal
-imports (at module level or inside functions; `if TYPE_CHECKING:` blocks excepted) form no cycle."""
+imports (at module level, inside functions, or for type checking only) form no cycle."""
 
 import ast
 import subprocess
@@ -15,19 +15,12 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def is_type_checking(node: ast.If) -> bool:
-    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-
-
 def imported(tree: ast.AST, modules: set[str]) -> set[str]:
-    """The package's modules this tree imports at run time."""
+    """The package's modules this tree imports, wherever the import statement stands."""
     out = set()
     todo = [tree]
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.If) and is_type_checking(node):
-            todo.extend(node.orelse)
-            continue
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -80,3 +73,21 @@ def test_every_module_imports_in_a_fresh_interpreter():
     code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
     done = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph[node])
+    return seen
+
+
+def test_the_runtime_imports_no_stand_in():
+    """What `python -m lit_watercolour` can import holds no offline stand-in but the tiny-model builder
+    (`PolicyConfig.tiny`): no replay sampler, corpus, loopback server or tiny scorer."""
+    graph = import_graph()
+    offline = {m for m in reachable(graph, "lit_watercolour.__main__") if m.startswith("lit_watercolour.offline")}
+    assert offline <= {"lit_watercolour.offline", "lit_watercolour.offline.tiny_models"}, offline

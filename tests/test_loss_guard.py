@@ -97,7 +97,7 @@ def test_missing_scores_and_nonfinite_loss_skip_the_update(tmp_path, monkeypatch
         policy=PolicyConfig(tiny="qwen3", tiny_config={"hidden_size": 64, "num_layers": 2}, dtype="float32",
                             gradient_checkpointing=False, lora_r=4, lora_alpha=8),
         sampling=SamplingConfig(max_completion_length=256),
-        grpo_config=GRPOConfig(num_generations=4, micro_batch_size=2, scale_rewards="none"),
+        grpo=GRPOConfig(num_generations=4, micro_batch_size=2, scale_rewards="none"),
         optim=OptimConfig(lr=1e-2, lr_scheduler="linear", warmup_steps=0),
         rewards=[GateTerm(), flaky],
     )

@@ -19,6 +19,7 @@ from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
 from lit_watercolour.policy import PolicyConfig
 from lit_watercolour.rewards.gate_term import GateTerm
+from lit_watercolour.rewards.image_stats import ImageStatsTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
@@ -60,7 +61,7 @@ def make_run(tmp_path, painter, max_steps, probe, hub=None):
     module = GRPOModule(
         policy=PolicyConfig(model=str(painter), dtype="float32", lora_r=8, lora_alpha=16),
         sampling=SamplingConfig(max_completion_length=160, generation_batch_size=4),
-        grpo_config=GRPOConfig(num_generations=6, micro_batch_size=2, beta=0.05, scale_rewards="none"),
+        grpo=GRPOConfig(num_generations=6, micro_batch_size=2, beta=0.05, scale_rewards="none"),
         optim=OptimConfig(lr=5e-3, lr_scheduler="cosine", warmup_steps=2),
         render_pool_size=2, rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120, max_tokens=1000)],
     )
@@ -122,21 +123,28 @@ def test_train_resume_and_publish(tmp_path, painter):
 
 
 def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
+    """validate sets the reward terms up (the RewardModels callback) and tears them down; predict paints
+    without setting up any."""
     pl.seed_everything(1)
+    stats, setups = ImageStatsTerm(0.5), []
+    setup = stats.setup
+    stats.setup = lambda device: (setups.append(device), setup(device))[1]
     module = GRPOModule(
         policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False),
         sampling=SamplingConfig(max_completion_length=160, temperature=0.7),
-        grpo_config=GRPOConfig(num_generations=4),
+        grpo=GRPOConfig(num_generations=4),
         predict_generations=3, predict_dir=str(tmp_path / "paintings"),
         render_kwargs={"pixel_density": 0.5},  # training's cheap renders; paintings stay full size
-        rewards=[GateTerm()],
+        rewards=[GateTerm(), stats],
     )
+    assert stats.style_mean is None  # nothing loads when a term is built
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     (metrics,) = trainer.validate(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
-    assert 0 <= metrics["val/gate_pass_rate"] <= 1 and metrics["val/reward/gate"] == metrics["val/gate_pass_rate"]
-    written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
-    stems = [s for batch in written for s in batch]
-    assert len(stems) == 3
+    assert set(metrics) >= {"val/reward", "val/gate_pass_rate", "val/reward/gate", "val/reward/image_stats"}
+    assert setups == [torch.device("cpu")] and stats.style_mean is None  # set up for validate, freed after
+    painted = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    assert len(setups) == 1 and stats.style_mean is None  # predict scores nothing: no reward model loads
+    assert [len(batch) for batch in painted] == [3]
     files = sorted(p.name for p in (tmp_path / "paintings").iterdir())
     assert all(f"a-peach-hibiscus-0-{i}.txt" in files for i in range(3))
     pngs = list((tmp_path / "paintings").glob("*.png"))
@@ -151,7 +159,7 @@ def test_num_iterations_reuses_the_rollout_batch(tmp_path, painter):
     module = GRPOModule(
         policy=PolicyConfig(model=str(painter), dtype="float32"),
         sampling=SamplingConfig(max_completion_length=160),
-        grpo_config=GRPOConfig(num_generations=4, micro_batch_size=4, num_iterations=2, loss_type="grpo"),
+        grpo=GRPOConfig(num_generations=4, micro_batch_size=4, num_iterations=2, loss_type="grpo"),
         optim=OptimConfig(lr=2e-2), rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120)],
     )
     trainer = pl.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
@@ -179,11 +187,11 @@ def test_prompt_stream_resumes_where_it_stopped(painter):
     assert len({p.seed for p in flat}) == len(flat)
 
 
-def test_rows_reported_out_of_order_keep_their_own_completion_and_render(render_pool):
+def test_rows_reported_out_of_order_keep_their_own_completion_and_render():
     """A backend that finishes rows in any order (a vLLM server) must not shuffle rollouts."""
     from lit_watercolour.data import Prompt
-    from lit_watercolour.rollout import collect
-    from lit_watercolour.tiny_models import tiny_tokenizer
+    from lit_watercolour.rollout import RolloutPipeline
+    from lit_watercolour.offline.tiny_models import tiny_tokenizer
     from scripted_sampler import ScriptedSampler
 
     sketch = ("```js\nfunction setup() {{ createCanvas(512, 512, WEBGL); noLoop(); }}\nfunction draw() {{\n"
@@ -192,7 +200,11 @@ def test_rows_reported_out_of_order_keep_their_own_completion_and_render(render_
     texts = [sketch.format(row=i) for i in range(4)]
     texts[2] = "no code in this one"  # a static gate failure between rendered rows
     prompts = [Prompt("a peach hibiscus", "p0", seed=11), Prompt("a blue iris", "p1", seed=22)]
-    batch = collect(ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0]), render_pool, prompts, 2)
+    pipeline = RolloutPipeline(ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0]), None, {"size": 2})
+    try:
+        batch = pipeline.collect(prompts, 2)
+    finally:
+        pipeline.close()
     rollouts = batch.rollouts
     assert [r.completion for r in rollouts] == texts == batch.samples.texts
     assert [(r.prompt, r.group, r.seed) for r in rollouts] == [

@@ -8,7 +8,7 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, right_padded, trainable_state_dict
-from lit_watercolour.tiny_models import save_tiny_policy
+from lit_watercolour.offline.tiny_models import save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

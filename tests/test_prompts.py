@@ -8,9 +8,9 @@ from lit_watercolour.data import PromptDataModule, chat_prompt
 from lit_watercolour.gate import BRUSH_EXPORTS, static_gate
 from lit_watercolour.prompts import (RECIPE_METHODS, RECIPE_SYSTEM_PROMPT, SYSTEM_PROMPT, SYSTEM_PROMPTS, chat_messages,
                                      system_prompt, user_prompt)
-from lit_watercolour.replay import QUALITIES, recipe_sketch
+from lit_watercolour.offline.replay import QUALITIES, recipe_sketch
 from lit_watercolour.sketch import brush_methods, extract_code, scan_source
-from lit_watercolour.tiny_models import tiny_tokenizer
+from lit_watercolour.offline.tiny_models import tiny_tokenizer
 
 RECIPE_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "hibiscus_qwen35_a3b.yaml"
 

@@ -2,9 +2,9 @@
 
 import torch
 
-from lit_watercolour.replay import ReplaySampler, recipe_sketch
+from lit_watercolour.offline.replay import ReplaySampler, recipe_sketch
 from lit_watercolour.sampling import HFSampler, SamplingConfig
-from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
 
 
 def test_policy_samples_its_full_length_while_the_replay_supplies_the_text():

@@ -35,7 +35,7 @@ CONFIG = ROOT / "configs" / "tiny_random.yaml"
 def fit(cwd: Path, painter: Path, *extra: str, config: Path = CONFIG) -> subprocess.Popen:
     args = ["fit", "--config", str(config), "--model.policy.tiny", "null",
             "--model.policy.model", str(painter), "--model.sampling.max_completion_length", "160",
-            "--model.cpu_threads", "1", "--data.subjects", '["a peach hibiscus"]', "--trainer.max_steps", str(MAX_STEPS),
+            "--model.threads.update", "1", "--data.subjects", '["a peach hibiscus"]', "--trainer.max_steps", str(MAX_STEPS),
             *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     cwd.mkdir(parents=True, exist_ok=True)

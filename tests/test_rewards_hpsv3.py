@@ -1,5 +1,4 @@
 import io
-import math
 import re
 
 import pytest
@@ -7,9 +6,10 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from lit_watercolour.rewards.hpsv3 import (PIXELS, REWARD_TOKEN, HPSv3Model, HPSv3Scorer, add_reward_token, build_hpsv3,
+from lit_watercolour.rewards.hpsv3 import (PIXELS, REWARD_TOKEN, HPSv3Model, HPSv3Term, add_reward_token, build_hpsv3,
                                            checkpoint_file, hpsv3_batch, prepare_image, remap_hpsv3_keys, smart_resize)
-from lit_watercolour.tiny_models import tiny_hpsv3 as build_tiny_hpsv3, tiny_qwen2_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl
+from lit_watercolour.offline.tiny_scorers import tiny_hpsv3 as build_tiny_hpsv3
 
 
 def to_original_layout(sd: dict) -> dict:
@@ -60,25 +60,58 @@ def test_original_checkpoint_round_trips(tiny_hpsv3, tmp_path):
     assert loaded.rm_head[0].weight.dtype == torch.float32
 
     pngs = [png("white"), png((200, 80, 90)), png((30, 60, 200))]
-    a = HPSv3Scorer.from_model(model, processor, batch_size=2)
-    b = HPSv3Scorer.from_model(loaded, fresh_processor, batch_size=3)
+    a = HPSv3Term.from_model(model, processor, batch_size=2)
+    b = HPSv3Term.from_model(loaded, fresh_processor, batch_size=3)
     torch.testing.assert_close(a.mu_sigma(pngs), b.mu_sigma(pngs))
+
+
+def test_hpsv3_loads_only_through_the_reward_models_callback(tiny_hpsv3, monkeypatch):
+    """A config without the judge: HPSv3 loads in no `__init__` and no module hook, only in the RewardModels
+    callback the module contributes, on the trainer's device, for fit and validate (not predict); freed in
+    teardown."""
+    import lightning.pytorch as pl
+
+    from lit_watercolour.callbacks.rewards import RewardModels
+    from lit_watercolour.module import GRPOModule
+    from lit_watercolour.rewards import hpsv3
+    from lit_watercolour.rewards.gate_term import GateTerm
+
+    model, processor = tiny_hpsv3
+    loads = []  # no Hub here: the loader builds the tiny HPSv3 where the real one would read the checkpoint
+
+    def load(checkpoint, base_model, device, dtype):
+        loads.append((checkpoint, device))
+        return model.to(device), processor
+    monkeypatch.setattr(hpsv3, "load_hpsv3", load)
+    term = HPSv3Term(checkpoint="MizzenAI/HPSv3", dtype="float32")
+    module = GRPOModule(rewards=[GateTerm(), term])
+    assert term.model is None
+    (models,) = [c for c in module.configure_callbacks() if isinstance(c, RewardModels)]
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False)
+    models.setup(trainer, module, "predict")
+    assert term.model is None
+    models.setup(trainer, module, "fit")
+    assert loads == [("MizzenAI/HPSv3", str(trainer.strategy.root_device))] and term.model is model
+    models.teardown(trainer, module, "fit")
+    assert term.model is None
+    models.setup(trainer, module, "validate")
+    assert len(loads) == 2
 
 
 def test_scores_are_sigmoid_of_mu_and_batch_invariant(tiny_hpsv3):
     model, processor = tiny_hpsv3
     from lit_watercolour.records import RenderResult, Rollout
 
-    scorer = HPSv3Scorer.from_model(model, processor, batch_size=2)
+    scorer = HPSv3Term.from_model(model, processor, batch_size=2)
     pngs = [png("white"), png((200, 80, 90)), png((30, 60, 200))]
     mu = scorer.mu_sigma(pngs)[:, 0]
     one_by_one = torch.cat([scorer.mu_sigma([p])[:, 0] for p in pngs])
     torch.testing.assert_close(mu, one_by_one, atol=1e-5, rtol=1e-5)
     assert len(set(mu.tolist())) == 3  # the image reaches the score
-    s = scorer.score([Rollout("x", "", 0, 0, render=RenderResult(png=p)) for p in pngs])
-    torch.testing.assert_close(s, torch.sigmoid(mu / 4))
+    scored = scorer.score([Rollout("x", "", 0, 0, render=RenderResult(png=p)) for p in pngs])
+    torch.testing.assert_close(scored.values, torch.sigmoid(mu / 4))
     assert scorer.weight == 0.30 and scorer.prompt == "a loose watercolour flower"
-    assert not math.isnan(scorer.last_metrics["mu_mean"])
+    assert scored.metrics["mu_mean"] == pytest.approx(mu.mean().item())
 
 
 def test_a_600_and_a_256_render_meet_the_pixel_budget(tiny_hpsv3):
@@ -87,7 +120,7 @@ def test_a_600_and_a_256_render_meet_the_pixel_budget(tiny_hpsv3):
     assert prepare_image(big).size == (420, 420) and prepare_image(small).size == (448, 448)  # HPSv3's own rounding
     batch = hpsv3_batch(processor, [prepare_image(big), prepare_image(small)], ["a loose watercolour flower"] * 2)
     assert batch["image_grid_thw"].tolist() == [[1, 30, 30], [1, 32, 32]]
-    scorer = HPSv3Scorer.from_model(model, processor, batch_size=2)
+    scorer = HPSv3Term.from_model(model, processor, batch_size=2)
     together = scorer.mu_sigma([big, small])  # one padded batch of two sizes
     alone = torch.cat([scorer.mu_sigma([big]), scorer.mu_sigma([small])])
     torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)

@@ -10,10 +10,12 @@ from PIL import Image, ImageDraw
 
 from judge_server import JudgeServer, always, completion, failing_first, prefers_less_ink, request_images, serving, slow
 from lit_watercolour.records import RenderResult, Rollout
-from lit_watercolour.rewards.judge import PairwiseJudge, fit_image, parse_winner, reference_score
+from lit_watercolour.rewards.judge import JudgeTerm, fit_image, parse_winner, reference_score
 from lit_watercolour.rewards.openai_judge import OpenAIJudge, retry_after_s
+from lit_watercolour.rewards.pool import DEFAULT_MIX, ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
-from lit_watercolour.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
+from lit_watercolour.offline.tiny_models import tiny_qwen2_vl, tiny_qwen3_vl
+from terms import ready
 
 
 def blot(n: int, size: int = 96) -> bytes:
@@ -47,6 +49,10 @@ def http(url, **kw):
     return OpenAIJudge(base_url=url, **kw)
 
 
+def judge_term(backend, **kw):
+    return ready(JudgeTerm(backend, **kw))
+
+
 def test_parse_winner():
     assert parse_winner("A. Softer bleeds.") == "A"
     assert parse_winner("**B** - more paper white") == "B"
@@ -65,15 +71,15 @@ def test_parse_winner():
 def test_both_orders_swap_the_images(pool_dir):
     cand = blot(1)
     with JudgeServer(prefers_less_ink()) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
-        scores = judge.score(rollouts([cand]))
+        judge = judge_term(http(server.base_url), pool=pool_dir, references=4)
+        scores, m = judge.score(rollouts([cand]))
         refs = [fit_image(r.png, 600) for r in judge.pool.draw(4, seed=0, mix=judge.mix)]
         sent = sorted(tuple(request_images(body)) for body in server.received)
     cand = fit_image(cand, 600)  # both images of a pair at the judge's size
     assert sent == sorted([(cand, r) for r in refs] + [(r, cand) for r in refs])
     assert {Image.open(io.BytesIO(png)).size for pair in sent for png in pair} == {(600, 600)}
     assert scores.tolist() == [1.0]  # least ink wins every comparison in both orders
-    assert judge.last_metrics["win_rate"] == 1.0 and judge.last_metrics["first_position_rate"] == 0.5
+    assert m["win_rate"] == 1.0 and m["first_position_rate"] == 0.5
     body = server.received[0]
     assert "Ignore what the paintings depict" in body["messages"][0]["content"][0]["text"]
     assert body["temperature"] == 0.0
@@ -81,8 +87,8 @@ def test_both_orders_swap_the_images(pool_dir):
 
 def test_content_judge_ranks_and_group_shares_references(pool_dir):
     with JudgeServer(prefers_less_ink()) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
-        s = judge.score(rollouts([blot(1), blot(40)], seed=3))
+        judge = judge_term(http(server.base_url), pool=pool_dir, references=4)
+        s, m = judge.score(rollouts([blot(1), blot(40)], seed=3))
     assert s.tolist() == [1.0, 0.0]
     assert len(server.received) == 16  # 2 rollouts x 4 references x 2 orders
 
@@ -97,13 +103,13 @@ def test_judge_sees_every_render_size_at_one_size(pool_dir):
     """A 600x600 and a 256x256 render (and 96-px references) all reach the judge at image_size."""
     big, small = scaled(blot(1), 600), scaled(blot(1), 256)
     with JudgeServer(prefers_less_ink()) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=4)
-        s = judge.score(rollouts([big, small, scaled(blot(40), 256)]))
+        judge = judge_term(http(server.base_url), pool=pool_dir, references=4)
+        s, m = judge.score(rollouts([big, small, scaled(blot(40), 256)]))
         sizes = {Image.open(io.BytesIO(png)).size for body in server.received for png in request_images(body)}
     assert sizes == {(600, 600)}
     assert s.tolist() == [1.0, 1.0, 0.0]  # the same painting scores the same at either size
     with JudgeServer(prefers_less_ink()) as server:
-        PairwiseJudge(http(server.base_url), pool=pool_dir, references=1, image_size=0).score(rollouts([small]))
+        judge_term(http(server.base_url), pool=pool_dir, references=1, image_size=0).score(rollouts([small]))
         sizes = sorted(Image.open(io.BytesIO(png)).size for png in request_images(server.received[0]))
     assert sizes == [(96, 96), (256, 256)]  # image_size 0: as rendered
     buf = io.BytesIO()
@@ -113,42 +119,42 @@ def test_judge_sees_every_render_size_at_one_size(pool_dir):
 
 def test_position_biased_judge_scores_half(pool_dir):
     with JudgeServer(always("A")) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir)
-        s = judge.score(rollouts([blot(1), blot(20), blot(60)]))
+        judge = judge_term(http(server.base_url), pool=pool_dir)
+        s, m = judge.score(rollouts([blot(1), blot(20), blot(60)]))
     assert s.tolist() == [0.5, 0.5, 0.5]
-    assert judge.last_metrics["first_position_rate"] == 1.0 and judge.last_metrics["win_rate"] == 0.5
+    assert m["first_position_rate"] == 1.0 and m["win_rate"] == 0.5
 
 
 def test_server_errors_are_retried_then_missing(pool_dir):
     with JudgeServer(failing_first(10**9, 500, always("A"))) as server:
-        judge = PairwiseJudge(http(server.base_url, attempts=3), pool=pool_dir, references=2)
-        s = judge.score(rollouts([blot(1)]))
+        judge = judge_term(http(server.base_url, attempts=3), pool=pool_dir, references=2)
+        s, m = judge.score(rollouts([blot(1)]))
     assert math.isnan(s[0].item())  # not a zero painting
     assert len(server.received) == 4 * 3  # every comparison tried 3 times
-    m = judge.last_metrics
+    m = m
     assert m["failures"] == 4 and m["calls"] == 4 and m["retries"] == 8 and m["missing"] == 1
 
 
 def test_transient_errors_recover(pool_dir):
     with JudgeServer(failing_first(2, 503, always("A"))) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=1)
-        s = judge.score(rollouts([blot(1)]))
-    assert s.tolist() == [0.5] and judge.last_metrics["failures"] == 0 and judge.last_metrics["retries"] == 2
+        judge = judge_term(http(server.base_url), pool=pool_dir, references=1)
+        s, m = judge.score(rollouts([blot(1)]))
+    assert s.tolist() == [0.5] and m["failures"] == 0 and m["retries"] == 2
 
 
 def test_timeouts_are_failures(pool_dir):
     with JudgeServer(slow(0.6, always("A"))) as server:
-        judge = PairwiseJudge(http(server.base_url, timeout_s=0.15, attempts=2), pool=pool_dir, references=1)
-        s = judge.score(rollouts([blot(1)]))
+        judge = judge_term(http(server.base_url, timeout_s=0.15, attempts=2), pool=pool_dir, references=1)
+        s, m = judge.score(rollouts([blot(1)]))
     assert math.isnan(s[0].item())
-    assert judge.last_metrics["failures"] == 2 and len(server.received) == 4
+    assert m["failures"] == 2 and len(server.received) == 4
 
 
 def test_429_retry_after_is_honoured(pool_dir):
     policy = failing_first(1, 429, always("B"), headers={"Retry-After": "0.4"})
     with JudgeServer(policy) as server:
-        judge = PairwiseJudge(http(server.base_url, backoff_s=0.01), pool=pool_dir, references=1)
-        s = judge.score(rollouts([blot(1)]))
+        judge = judge_term(http(server.base_url, backoff_s=0.01), pool=pool_dir, references=1)
+        s, m = judge.score(rollouts([blot(1)]))
     first = server.received[0]
     again = [t for body, t in zip(server.received[1:], server.times[1:]) if body == first]
     assert len(again) == 1 and again[0] - server.times[0] >= 0.4  # waited Retry-After, not the 0.01 s backoff
@@ -157,42 +163,56 @@ def test_429_retry_after_is_honoured(pool_dir):
 
 def test_malformed_replies_are_failures_not_wins(pool_dir):
     with JudgeServer(lambda body, i: (200, {}, completion("Both paintings are lovely."))) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=2)
-        s = judge.score(rollouts([blot(1)]))
-    assert math.isnan(s[0].item()) and judge.last_metrics["failures"] == 4
+        judge = judge_term(http(server.base_url), pool=pool_dir, references=2)
+        s, m = judge.score(rollouts([blot(1)]))
+    assert math.isnan(s[0].item()) and m["failures"] == 4
     assert len(server.received) == 4  # a reply is not retried: at temperature 0 it would repeat
     with JudgeServer(lambda body, i: (200, {}, b"not json")) as server:
-        judge = PairwiseJudge(http(server.base_url), pool=pool_dir, references=1)
-        assert math.isnan(judge.score(rollouts([blot(1)]))[0].item())
+        judge = judge_term(http(server.base_url), pool=pool_dir, references=1)
+        assert math.isnan(judge.score(rollouts([blot(1)])).values[0].item())
 
 
 def test_partial_failures_drop_only_that_reference(pool_dir):
-    # reference-first comparisons fail: each reference has one order only -> unresolved
+    """Of the 4 references drawn, one fails in its reference-first order (unresolved: dropped); the other
+    three score as the ink-counting judge decides, so the score is their mean, 2/3, and not 1/2 (the failed
+    reference as a loss), 5/8 (as a tie) or 3/4 (its one resolved order taken as the whole)."""
+    cand = blot(3)
+    drawn = {r.name: fit_image(r.png, 600) for r in ReferencePool.load(pool_dir).draw(4, seed=0, mix=DEFAULT_MIX)}
+    wins = {name: ink(fit_image(cand, 600)) < ink(png) for name, png in drawn.items()}
+    assert wins == {"love/4.png": False, "love/5.png": True, "okay/6.png": True, "okay/7.png": True}
+    judge_ink = prefers_less_ink()
+
     def policy(body, i):
-        a, _ = request_images(body)
-        return (500, {}, b"{}") if a != cand else (200, {}, completion("A"))
-    cand = blot(1)
+        return (500, {}, b"{}") if request_images(body)[0] == drawn["love/5.png"] else judge_ink(body, i)
+
     with JudgeServer(policy) as server:
-        judge = PairwiseJudge(http(server.base_url, attempts=1), pool=pool_dir, references=2)
-        assert math.isnan(judge.score(rollouts([cand]))[0].item())
+        judge = judge_term(http(server.base_url, attempts=1), pool=pool_dir, references=4)
+        s, metrics = judge.score(rollouts([cand]))
+    assert s.tolist() == [pytest.approx(2 / 3)]
+    assert metrics["failures"] == 1 and metrics["calls"] == 8 and len(server.received) == 8
+
+
+def ink(png: bytes) -> float:
+    """What `prefers_less_ink` compares: 255 minus the mean grey level."""
+    return float(255 - np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=np.float32).mean())
 
 
 def test_token_from_env_is_sent_not_logged(pool_dir, monkeypatch, caplog):
     monkeypatch.setenv("JUDGE_TEST_TOKEN", "sekrit-123")
     caplog.set_level(logging.DEBUG)
     with JudgeServer(failing_first(1, 500, always("A"))) as server:
-        judge = PairwiseJudge(http(server.base_url, api_key_env="JUDGE_TEST_TOKEN"), pool=pool_dir, references=1)
+        judge = judge_term(http(server.base_url, api_key_env="JUDGE_TEST_TOKEN"), pool=pool_dir, references=1)
         judge.score(rollouts([blot(1)]))
     assert all(h.get("Authorization") == "Bearer sekrit-123" for h in server.headers)
     assert "sekrit" not in caplog.text and "retry" in caplog.text
 
 
-def test_http_backend_works_inside_a_running_loop(pool_dir):
+def test_http_backend_runs_on_the_callers_loop(pool_dir):
     with JudgeServer(always("A")) as server:
         backend = http(server.base_url)
 
-        async def inside():
-            return backend.compare([(blot(1), blot(2))], "which?")
+        async def inside():  # the pipeline's case: the calls run on the caller's own loop
+            return await backend.acompare([(blot(1), blot(2))], "which?")
 
         verdicts, calls = asyncio.run(inside())
     assert verdicts == ["A"] and calls[0].ok
@@ -207,19 +227,19 @@ def test_transformers_judge_tiny_model(build, pool_dir):
     single = torch.cat([backend.logits_ab([p], "Which is the better watercolour? A or B") for p in pairs])
     torch.testing.assert_close(batched, single, atol=1e-4, rtol=1e-4)  # left padding keeps rows independent
     assert not torch.allclose(batched[0], batched[1])  # the images reach the logits
-    judge = PairwiseJudge(backend, pool=pool_dir, references=2)
-    s = judge.score(rollouts([blot(1), blot(40)]))
+    judge = judge_term(backend, pool=pool_dir, references=2)
+    s, m = judge.score(rollouts([blot(1), blot(40)]))
     verdicts, _ = backend.compare(pairs, judge.prompt)
     assert set(verdicts) <= {"A", "B"}
     assert all(v in (0.0, 0.25, 0.5, 0.75, 1.0) for v in s.tolist())
-    assert judge.last_metrics["failures"] == 0 and judge.last_metrics["calls"] == 8
+    assert m["failures"] == 0 and m["calls"] == 8
 
 
 def test_http_judge_serving_the_in_process_model(pool_dir):
     model, processor = tiny_qwen2_vl()
     local = TransformersJudge.from_model(model, processor, max_pixels=112 * 112)
     cands = rollouts([blot(1), blot(25)])
-    direct = PairwiseJudge(local, pool=pool_dir, references=2).score(cands)
+    direct, m = judge_term(local, pool=pool_dir, references=2).score(cands)
     with JudgeServer(serving(local)) as server:
-        remote = PairwiseJudge(http(server.base_url), pool=pool_dir, references=2).score(cands)
+        remote, m = judge_term(http(server.base_url), pool=pool_dir, references=2).score(cands)
     assert remote.tolist() == direct.tolist()

@@ -37,7 +37,7 @@ def test_length_curve_shape():
 def test_length_term_scores_and_metrics():
     stmt = "brush.circle(100, 120, 30);\n"  # 28 chars with the collapsed newline -> 7 tokens each
     rollouts = [Rollout("p", "", 0, 0, code=stmt * n) for n in (10, 200, 350, 2000)]
-    s = LengthTerm().score(rollouts)
+    s = LengthTerm().score(rollouts).values
     assert s.dtype == torch.float32 and s.shape == (4,)
     assert s[0] == 0 and 0 < s[1] < s[2] < 1 and s[3] == 0
     with pytest.raises(ValueError):
@@ -47,8 +47,8 @@ def test_length_term_scores_and_metrics():
 def test_gate_term_reasons():
     gates = [GateResult(True, "ok"), GateResult(False, "blank"), GateResult(False, "blank"), GateResult(False, "js_error")]
     term = GateTerm()
-    s = term.score([Rollout("p", "", 0, 0, gate=g) for g in gates])
+    s, metrics = term.score([Rollout("p", "", 0, 0, gate=g) for g in gates])
     assert s.tolist() == [1.0, 0.0, 0.0, 0.0]
     assert term.weight == 0.05 and term.name == "gate"
-    assert term.last_metrics["pass_rate"] == 0.25
-    assert term.last_metrics["fail/blank"] == 0.5 and term.last_metrics["fail/js_error"] == 0.25
+    assert metrics["pass_rate"] == 0.25
+    assert metrics["fail/blank"] == 0.5 and metrics["fail/js_error"] == 0.25

@@ -36,7 +36,7 @@ from lit_watercolour.sampling.vllm import (
     engine_arguments,
     installed_gdn_prefill_backend,
 )
-from lit_watercolour.tiny_models import build_tiny_model, save_tiny_policy
+from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -480,7 +480,7 @@ def test_fit_with_the_vllm_sampler(tmp_path, max_staleness):
     args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
             "--model.max_staleness", str(max_staleness),
             "--model.vllm.adapter_dir", str(tmp_path / "adapters"), "--model.sampling.max_completion_length", "64",
-            "--model.grpo_config.num_generations", "4", "--model.grpo_config.micro_batch_size", "4",
+            "--model.grpo.num_generations", "4", "--model.grpo.micro_batch_size", "4",
             "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir), "--model.policy.model", str(POLICY),
             "--trainer.logger.init_args.save_dir", str(run_dir)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))

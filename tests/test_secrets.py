@@ -25,7 +25,7 @@ def test_tokens_are_never_written(tmp_path, painter):
     config = yaml.safe_load((ROOT / "configs" / "tiny_random.yaml").read_text())
     with JudgeServer(failing_first(1, 500, always("A"))) as server:
         config["model"]["rewards"].append({
-            "class_path": "lit_watercolour.rewards.judge.PairwiseJudge",
+            "class_path": "lit_watercolour.rewards.judge.JudgeTerm",
             "init_args": {"weight": 0.6, "references": 1, "backend": {
                 "class_path": "lit_watercolour.rewards.openai_judge.OpenAIJudge",
                 "init_args": {"base_url": server.base_url, "model": "judge", "api_key_env": "LW_TEST_JUDGE_KEY",
@@ -33,8 +33,8 @@ def test_tokens_are_never_written(tmp_path, painter):
         })
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         args = ["fit", "--config", "config.yaml", "--model.policy.tiny", "null", "--model.policy.model", str(painter),
-                "--model.sampling.max_completion_length", "160", "--model.cpu_threads", "1",
-                "--model.grpo_config.num_generations", "6", "--data.subjects", '["a peach hibiscus"]',
+                "--model.sampling.max_completion_length", "160", "--model.threads.update", "1",
+                "--model.grpo.num_generations", "6", "--data.subjects", '["a peach hibiscus"]',
                 "--trainer.max_steps", "2"]
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), **SECRETS)
         run = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=tmp_path, env=env,
@@ -52,5 +52,5 @@ def test_tokens_are_never_written(tmp_path, painter):
         for var, secret in SECRETS.items():
             assert secret.encode() not in data, f"{var} leaked into {where}"
     saved = yaml.safe_load(next(tmp_path.glob("runs/tiny_random/lightning_logs/version_0/config.yaml")).read_text())
-    judge = next(c for c in saved["model"]["rewards"] if c["class_path"].endswith("PairwiseJudge"))
+    judge = next(c for c in saved["model"]["rewards"] if c["class_path"].endswith("JudgeTerm"))
     assert judge["init_args"]["backend"]["init_args"]["api_key_env"] == "LW_TEST_JUDGE_KEY"  # the name is kept

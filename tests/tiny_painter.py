@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from lit_watercolour.data import chat_prompt
-from lit_watercolour.tiny_models import build_tiny_model, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
 
 SUBJECT = "a peach hibiscus"
 HEAD = 'function setup() {\n  createCanvas(512, 512, WEBGL);\n  noLoop();\n}\nfunction draw() {\n  translate(-width / 2, -height / 2);\n  background("#fbf7ee");\n'

@@ -6,11 +6,9 @@ next to it a `<name>-adapter/` folder holds what users load with
 uploaded with `HfApi.upload_folder`; a `hub_repo` that is a local path receives a copy instead
 (offline runs and tests).
 
-SIGTERM (a scheduler's preemption, `kill`): Lightning's handler only raises a flag, and a
-single-process run would act on it at the end of the epoch, which an endless prompt stream
-never reaches. `AdapterCheckpoint` checks the flag after each step instead: it writes
-`last.ckpt` (whatever `save_last` says) and stops the trainer, so `--ckpt_path last` resumes
-at the next step. Lightning then exits with SIGTERMException (a SystemExit, status 0).
+SIGTERM (a scheduler's preemption, `kill`) is Lightning's: it finishes the step under way and raises
+SIGTERMException (a SystemExit, status 0); `save_on_exception`, on by default here, then writes that
+step's checkpoint and, with `save_last`, `last.ckpt`, so `--ckpt_path last` resumes at the next step.
 """
 
 from __future__ import annotations
@@ -52,8 +50,17 @@ class AdapterCheckpoint(ModelCheckpoint):
     a .ckpt ModelCheckpoint removed goes too. Checkpoints already there when the run starts keep theirs.
     """
 
-    def __init__(self, hub_repo: str | None = None, hub_private: bool = True, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, hub_repo: str | None = None, hub_private: bool = True, save_on_exception: bool = True,
+                 **kwargs) -> None:
+        """
+        Args:
+            hub_repo: A Hub model repo (or a local folder, which gets a copy) the last adapter goes to at the end
+                of fit; None: none.
+            hub_private: Create that repo private.
+            save_on_exception: Save a checkpoint when fit stops on an exception (a SIGTERM included).
+            kwargs: ModelCheckpoint's arguments (dirpath, every_n_train_steps, save_last, ...).
+        """
+        super().__init__(save_on_exception=save_on_exception, **kwargs)
         self.hub_repo, self.hub_private = hub_repo, hub_private
         self.last_adapter: Path | None = None
         self.seen: dict[Path, int] = {}  # .ckpt -> the modification time its adapter was written for
@@ -81,10 +88,10 @@ class AdapterCheckpoint(ModelCheckpoint):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args, **kwargs) -> None:
         super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
-        if trainer.received_sigterm and not trainer.should_stop:
-            trainer.should_stop = True
-            self.last_model_path = str(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
-            trainer.save_checkpoint(self.last_model_path)
+        self.write_adapters(trainer)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        super().on_exception(trainer, pl_module, exception)
         self.write_adapters(trainer)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -77,6 +77,13 @@ def curve_row(step: int, metrics: dict) -> dict[str, float]:
 
 class RenderGallery(pl.Callback):
     def __init__(self, every_n_steps: int = 5, columns: int = 4, dirname: str = "gallery", keep_renders: bool = True) -> None:
+        """
+        Args:
+            every_n_steps: Snapshot the group's paintings every this many steps (and the first and last step).
+            columns: Paintings per row of a contact sheet.
+            dirname: The gallery's folder inside the run's version folder.
+            keep_renders: Keep every step's renders beside rollouts.jsonl (scripts/export_rollouts.py reads them).
+        """
         self.every_n_steps = every_n_steps
         self.keep_renders = keep_renders  # every step's renders beside rollouts.jsonl (scripts/export_rollouts.py)
         self.columns = columns

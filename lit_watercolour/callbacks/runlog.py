@@ -96,6 +96,10 @@ def log_root(trainer: pl.Trainer) -> Path | None:
 
 class RolloutLogger(pl.Callback):
     def __init__(self, dirpath: str | None = None) -> None:  # None: the logger's root (no logger: no log)
+        """
+        Args:
+            dirpath: Where rollouts.jsonl goes; None: the logger's root folder (no logger: no log).
+        """
         self.dirpath = dirpath
         self.log: RolloutLog | None = None
 

@@ -1,55 +1,70 @@
-"""The reward-term contract: a plain object that scores a batch of rollouts."""
+"""The reward-term contract: a plain object that scores a batch of rollouts, and its lifecycle."""
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
+import warnings
+from typing import Any, NamedTuple
 
 import torch
+from torch import Tensor
 
 from lit_watercolour.records import Rollout
+
+
+class TermScores(NamedTuple):
+    """What one term says about a batch: a value per rollout and the numbers to log about them."""
+
+    values: Tensor  # [N] float32 in [0, 1]; NaN: missing (a service failed after its retries)
+    metrics: dict[str, float]  # logged as `reward/<term>/<key>`
 
 
 class RewardTerm:
     """One term of the reward mix (`lit_watercolour.rewards.mix.RewardMix`).
 
-    `score` returns float32 values in [0, 1], one per rollout; NaN means the score is missing
-    because a service failed after its retries (never a silent 0), so the step can drop the
-    rollout from the group baseline. `last_metrics` describes the last call and is logged as
-    `reward/<name>/<key>`. A gated term sees only the rollouts that passed the gate (the others
-    score 0); an ungated one sees them all. `setup`/`teardown` run with the trainer's
-    (GRPOModule forwards its own): load a model there, not in `__init__`, so a config parses fast.
+    `score` returns `TermScores`: float32 values in [0, 1], one per rollout (NaN when a service failed
+    after its retries, never a silent 0, so the step can drop the rollout from the group baseline), and
+    the metrics of that call. A gated term sees only the rollouts that passed the gate (the others score
+    0); an ungated one sees them all.
+
+    Lifecycle: `__init__` stores settings only, so a config parses fast and `predict` loads nothing.
+    `setup(device)` loads what the term needs (a model, a reference pool) and `teardown()` frees it; the
+    `RewardModels` callback that `GRPOModule.configure_callbacks` contributes calls them, on the trainer's
+    device, for fit and validate.
 
     A term whose work is per rollout `streams`: it defines `score_row` (that work on one rollout) and
     `combine` (scores and metrics from the rows' results, in order), and `score(rs)` must equal
-    `combine([score_row(r) for r in rs])`; `collect` then starts each row's work as soon as it is gated.
+    `combine([score_row(r) for r in rs])`; the rollout pipeline then starts each row's work as soon as it
+    is gated. A row's work that waits on the network may be a coroutine, `ascore_row`, run on the
+    pipeline's event loop.
     """
 
     name: str = "term"
     gated: bool = True
     streams: bool = False
+    awaits: bool = False  # a streaming term whose row work waits on the network: `ascore_row`, a coroutine
 
     def __init__(self, weight: float = 1.0) -> None:
         self.weight = float(weight)
-        self.last_metrics: dict[str, float] = {}
 
-    def setup(self) -> None:
+    def setup(self, device: torch.device) -> None:
         pass
 
     def teardown(self) -> None:
         pass
 
-    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+    def score(self, rollouts: list[Rollout]) -> TermScores:
         return self.combine([self.score_row(r) for r in rollouts])
 
     def score_row(self, rollout: Rollout) -> Any:
         raise NotImplementedError
 
-    def combine(self, rows: list[Any]) -> torch.Tensor:
+    def combine(self, rows: list[Any]) -> TermScores:
         raise NotImplementedError
 
 
-def summary_metrics(scores: torch.Tensor) -> dict[str, float]:
+def summary_metrics(scores: Tensor) -> dict[str, float]:
     """mean / std / min / max over the resolved scores, and how many are missing."""
     ok = scores[~torch.isnan(scores)]
     if ok.numel() == 0:
@@ -62,3 +77,14 @@ def summary_metrics(scores: torch.Tensor) -> dict[str, float]:
         "max": ok.max().item(),
         "missing": float(scores.numel() - ok.numel()),
     }
+
+
+def renamed(new: type, old_name: str) -> type:
+    """`new` under its old name, accepted for one release: building it warns (configs name classes by path)."""
+    @functools.wraps(new.__init__)
+    def __init__(self, *args, **kwargs):
+        warnings.warn(f"{old_name} is now {new.__name__}; the old name goes in the next release",
+                      FutureWarning, stacklevel=2)
+        new.__init__(self, *args, **kwargs)
+    return type(old_name, (new,), {"__init__": __init__, "__module__": new.__module__,
+                                   "__doc__": f"Deprecated name of `{new.__name__}`."})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, summary_metrics
 from lit_watercolour.records import Rollout
 
 
@@ -20,7 +20,7 @@ class GateTerm(RewardTerm):
     def __init__(self, weight: float = 0.05) -> None:
         super().__init__(weight)
 
-    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+    def score(self, rollouts: list[Rollout]) -> TermScores:
         if any(r.gate is None for r in rollouts):
             raise ValueError("GateTerm needs rollout.gate set on every rollout")
         scores = torch.tensor([1.0 if r.gate.passed else 0.0 for r in rollouts], dtype=torch.float32)
@@ -31,5 +31,4 @@ class GateTerm(RewardTerm):
             if not r.gate.passed:
                 key = f"fail/{r.gate.reason}"
                 metrics[key] = metrics.get(key, 0.0) + 1.0 / n
-        self.last_metrics = metrics
-        return scores
+        return TermScores(scores, metrics)

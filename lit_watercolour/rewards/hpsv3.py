@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
 from lit_watercolour.records import Rollout
 
 REWARD_TOKEN = "<|Reward|>"
@@ -186,52 +186,55 @@ def load_hpsv3(checkpoint: str = "MizzenAI/HPSv3", base_model: str = "Qwen/Qwen2
     return build_hpsv3(config, processor, state_dict, device, dtype), processor
 
 
-class HPSv3Scorer(RewardTerm):
+class HPSv3Term(RewardTerm):
+    """HPSv3's preference for each render given `prompt`, as sigmoid(mu / scale). The model loads in `setup`,
+    on the trainer's device, and is freed in `teardown`; a term built `from_model` keeps the model it was given."""
+
     name = "hpsv3"
 
     def __init__(self, weight: float = 0.30, checkpoint: str = "MizzenAI/HPSv3", base_model: str = "Qwen/Qwen2-VL-7B-Instruct",
-                 prompt: str = "a loose watercolour flower", device: str = "auto", dtype: str = "bfloat16",
-                 batch_size: int = 8, scale: float = 4.0, lazy: bool = True) -> None:
+                 prompt: str = "a loose watercolour flower", dtype: str = "bfloat16", batch_size: int = 8,
+                 scale: float = 4.0) -> None:
         super().__init__(weight)
         self.checkpoint, self.base_model, self.dtype = checkpoint, base_model, dtype
-        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         self.prompt, self.batch_size, self.scale = prompt, batch_size, scale
         self.model = self.processor = None
-        if not lazy:
-            self._load()
+        self.owned = True  # loaded here, so freed here
 
     @classmethod
-    def from_model(cls, model: HPSv3Model, processor, **kwargs) -> "HPSv3Scorer":
+    def from_model(cls, model: HPSv3Model, processor, **kwargs) -> "HPSv3Term":
         self = cls(**kwargs)
-        self.model, self.processor = model.eval(), processor
-        self.device = str(next(model.parameters()).device)
+        self.model, self.processor, self.owned = model.eval(), processor, False
         return self
 
-    def _load(self) -> None:
-        self.model, self.processor = load_hpsv3(self.checkpoint, self.base_model, self.device, getattr(torch, self.dtype))
+    def setup(self, device: torch.device) -> None:
+        if self.model is None:
+            self.model, self.processor = load_hpsv3(self.checkpoint, self.base_model, str(device), getattr(torch, self.dtype))
 
-    def setup(self) -> None:
-        if self.model is None:  # load when the Trainer starts, on the device the config names
-            self._load()
+    def teardown(self) -> None:
+        if self.owned:
+            self.model = self.processor = None
 
     @torch.inference_mode()
     def mu_sigma(self, pngs: list[bytes], prompt: str | None = None) -> torch.Tensor:
         """[N, 2] raw (mu, log sigma) of HPSv3 for the PNGs, in fp32 on CPU."""
         if self.model is None:
-            self._load()
+            raise RuntimeError("HPSv3Term scores after setup(device): the RewardModels callback calls it")
+        device = next(self.model.parameters()).device
         out = []
         for start in range(0, len(pngs), self.batch_size):
             chunk = pngs[start:start + self.batch_size]
             batch = hpsv3_batch(self.processor, [prepare_image(p) for p in chunk], [prompt or self.prompt] * len(chunk))
-            batch = batch.to(self.device)
+            batch = batch.to(device)
             out.append(self.model(batch["input_ids"], batch["attention_mask"], batch["pixel_values"], batch["image_grid_thw"]).cpu())
         return torch.cat(out) if out else torch.zeros(0, 2)
 
-    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+    def score(self, rollouts: list[Rollout]) -> TermScores:
         t0 = time.perf_counter()
         mu = self.mu_sigma([r.render.png for r in rollouts])[:, 0] if rollouts else torch.zeros(0)
         scores = torch.sigmoid(mu / self.scale).float()
-        self.last_metrics = summary_metrics(scores)
-        self.last_metrics["mu_mean"] = mu.mean().item() if len(mu) else math.nan
-        self.last_metrics["s_per_image"] = (time.perf_counter() - t0) / max(len(rollouts), 1)
-        return scores
+        return TermScores(scores, {**summary_metrics(scores), "mu_mean": mu.mean().item() if len(mu) else math.nan,
+                                   "s_per_image": (time.perf_counter() - t0) / max(len(rollouts), 1)})
+
+
+HPSv3Scorer = renamed(HPSv3Term, "HPSv3Scorer")

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
 from lit_watercolour.rewards.pool import SHIPPED_POOL, ReferencePool
 from lit_watercolour.records import Rollout
 
@@ -123,8 +123,9 @@ def style_score(stats: dict[str, float], mean: np.ndarray, std: np.ndarray) -> f
     return float(np.exp(-0.5 * ((x - mean) / std) ** 2).mean())
 
 
-class ImageStatsScorer(RewardTerm):
-    """The offline stand-in for judge + HPSv3 (weight 0.90 takes their two slots)."""
+class ImageStatsTerm(RewardTerm):
+    """The offline stand-in for judge + HPSv3 (weight 0.90 takes their two slots). The reference pool's
+    statistics and the scale are measured in `setup`."""
 
     name = "image_stats"
     streams = True  # per render, so each render is scored as it arrives
@@ -134,18 +135,29 @@ class ImageStatsScorer(RewardTerm):
                  pool_scale: bool = True) -> None:
         super().__init__(weight)
         self.coverage_low, self.coverage_high = coverage_low, coverage_high
-        refs = ReferencePool.load(pool)
-        tiers = pool_tiers or [t for t in ("love", "okay") if t in refs.by_tier] or refs.tiers
+        self.pool, self.pool_tiers, self.min_style_std, self.pool_scale = pool, pool_tiers, min_style_std, pool_scale
+        self.style_mean = self.style_std = None
+
+    def setup(self, device=None) -> None:
+        if self.style_mean is not None:
+            return
+        refs = ReferencePool.load(self.pool)
+        tiers = self.pool_tiers or [t for t in ("love", "okay") if t in refs.by_tier] or refs.tiers
         chosen = [r for t in tiers for r in refs.by_tier.get(t, [])]
         stats = np.array([[image_stats(r.png)[f] for f in FEATURES] for r in chosen])
         self.style_mean = stats.mean(0)
-        self.style_std = np.maximum(stats.std(0), min_style_std)  # a tiny pool must not make style a spike
+        self.style_std = np.maximum(stats.std(0), self.min_style_std)  # a tiny pool must not make style a spike
         self.zero, self.one = 0.0, 1.0  # pool_scale False: the raw mean of the parts
-        if pool_scale:
+        if self.pool_scale:
             self.zero = mean_of(self.parts(empty_sheet()))
             self.one = max(mean_of(self.parts(r.png)) for r in chosen)
 
+    def teardown(self) -> None:
+        self.style_mean = self.style_std = None
+
     def parts(self, png: bytes) -> dict[str, float]:
+        if self.style_mean is None:
+            raise RuntimeError("ImageStatsTerm scores after setup(device): the RewardModels callback calls it")
         s = image_stats(png)
         return {
             "paper": paper_score(s["coverage"], self.coverage_low, self.coverage_high),
@@ -166,12 +178,15 @@ class ImageStatsScorer(RewardTerm):
         parts = self.parts(rollout.render.png) if rollout.render and rollout.render.png else None
         return parts, time.perf_counter() - t0
 
-    def combine(self, rows: list[tuple[dict[str, float] | None, float]]) -> torch.Tensor:
+    def combine(self, rows: list[tuple[dict[str, float] | None, float]]) -> TermScores:
         parts = [p for p, _ in rows]
         scores = torch.tensor([self.on_scale(p) if p else float("nan") for p in parts], dtype=torch.float32)
-        self.last_metrics = summary_metrics(scores)
+        metrics = summary_metrics(scores)
         done = [p for p in parts if p]
         for part in PARTS:
-            self.last_metrics[part] = float(np.mean([p[part] for p in done])) if done else float("nan")
-        self.last_metrics["ms_per_image"] = 1000 * sum(s for _, s in rows) / max(len(rows), 1)
-        return scores
+            metrics[part] = float(np.mean([p[part] for p in done])) if done else float("nan")
+        metrics["ms_per_image"] = 1000 * sum(s for _, s in rows) / max(len(rows), 1)
+        return TermScores(scores, metrics)
+
+
+ImageStatsScorer = renamed(ImageStatsTerm, "ImageStatsScorer")

@@ -29,7 +29,7 @@ from typing import Protocol
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
 from lit_watercolour.rewards.pool import DEFAULT_MIX, SHIPPED_POOL, ReferencePool
 from lit_watercolour.records import Rollout
 
@@ -59,8 +59,11 @@ class CallRecord:
 
 
 class JudgeBackend(Protocol):
+    """A judge: `compare` answers for each (image A, image B) PNG pair "A", "B", or None when the comparison
+    failed. A backend that waits on the network also has `acompare`, the same as a coroutine (the rollout
+    pipeline awaits it on its event loop); one with a model loads it in `setup(device)`, frees it in `teardown()`."""
+
     def compare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
-        """For each (image A, image B) PNG pair: "A", "B", or None when the comparison failed."""
         ...
 
 
@@ -104,7 +107,9 @@ def reference_score(first: str | None, second: str | None) -> float | None:
     return ((first == "A") + (second == "B")) / 2.0
 
 
-class PairwiseJudge(RewardTerm):
+class JudgeTerm(RewardTerm):
+    """The pairwise judge as a reward term: the reference pool loads in `setup`, with the backend's model."""
+
     name = "judge"
     streams = True  # a rollout's comparisons start as its render arrives; the backend bounds the calls in flight
 
@@ -115,15 +120,29 @@ class PairwiseJudge(RewardTerm):
         self.image_size = image_size  # longer side of both images of a pair, px; 0: as rendered
         self._reference_png: dict[str, bytes] = {}  # reference name -> PNG at image_size
         self.backend = backend
-        self.pool = ReferencePool.load(pool, revision=pool_revision)
+        self.pool_source, self.pool_revision = pool, pool_revision
+        self.pool: ReferencePool | None = None
         self.references = references
         self.mix = dict(mix or DEFAULT_MIX)
         self.prompt = PROMPT.format(criteria=criteria)
 
+    def setup(self, device) -> None:
+        if self.pool is None:
+            self.pool = ReferencePool.load(self.pool_source, revision=self.pool_revision)
+        if hasattr(self.backend, "setup"):
+            self.backend.setup(device)
+
+    def teardown(self) -> None:
+        self.pool, self._reference_png = None, {}
+        if hasattr(self.backend, "teardown"):
+            self.backend.teardown()
+
     def pairs(self, rollout: Rollout) -> list[tuple[bytes, bytes]]:
         """Per reference drawn for the rollout, (candidate, reference) then (reference, candidate)."""
         if rollout.render is None or rollout.render.png is None:
-            raise ValueError("PairwiseJudge scores rendered, gate-passed rollouts only")
+            raise ValueError("JudgeTerm scores rendered, gate-passed rollouts only")
+        if self.pool is None:
+            raise RuntimeError("JudgeTerm scores after setup(device): the RewardModels callback calls it")
         candidate = fit_image(rollout.render.png, self.image_size)
         pairs = []
         for ref in self.pool.draw(self.references, seed=rollout.seed, mix=self.mix):
@@ -139,7 +158,17 @@ class PairwiseJudge(RewardTerm):
     def score_row(self, rollout: Rollout) -> tuple[list[str | None], list[CallRecord]]:
         return self.compare(self.pairs(rollout))
 
-    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+    async def ascore_row(self, rollout: Rollout) -> tuple[list[str | None], list[CallRecord]]:
+        """`score_row` on the caller's event loop, for a backend with `acompare` (an HTTP judge)."""
+        pairs = self.pairs(rollout)
+        return await self.backend.acompare(pairs, self.prompt) if pairs else ([], [])
+
+    @property
+    def awaits(self) -> bool:
+        """Whether a row's work is a coroutine (`ascore_row`) rather than a computation."""
+        return hasattr(self.backend, "acompare")
+
+    def score(self, rollouts: list[Rollout]) -> TermScores:
         """One backend call for the batch's pairs, so they run as concurrently as the backend lets them."""
         pairs = [self.pairs(r) for r in rollouts]
         verdicts, calls = self.compare([p for row in pairs for p in row])
@@ -149,7 +178,7 @@ class PairwiseJudge(RewardTerm):
             at += len(row)
         return self.combine(rows)
 
-    def combine(self, rows: list[tuple[list[str | None], list[CallRecord]]]) -> torch.Tensor:
+    def combine(self, rows: list[tuple[list[str | None], list[CallRecord]]]) -> TermScores:
         per_rollout: list[list[float]] = [[] for _ in rows]
         wins = resolved = first_wins = 0
         for i, (verdicts, _) in enumerate(rows):
@@ -175,5 +204,7 @@ class PairwiseJudge(RewardTerm):
             "latency_mean_s": sum(latencies) / len(latencies) if latencies else math.nan,
             "latency_max_s": latencies[-1] if latencies else math.nan,
         })
-        self.last_metrics = m
-        return scores
+        return TermScores(scores, m)
+
+
+PairwiseJudge = renamed(JudgeTerm, "PairwiseJudge")

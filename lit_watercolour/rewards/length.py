@@ -16,7 +16,7 @@ import re
 
 import torch
 
-from lit_watercolour.rewards.base import RewardTerm, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, summary_metrics
 from lit_watercolour.records import Rollout
 from lit_watercolour.sketch import strip_comments
 
@@ -49,11 +49,9 @@ class LengthTerm(RewardTerm):
             raise ValueError("need 0 <= min_tokens < full_tokens <= max_tokens")
         self.min_tokens, self.full_tokens, self.max_tokens = min_tokens, full_tokens, max_tokens
 
-    def score(self, rollouts: list[Rollout]) -> torch.Tensor:
+    def score(self, rollouts: list[Rollout]) -> TermScores:
         tokens = [code_tokens(r.code or "") for r in rollouts]
         scores = torch.tensor(
             [length_curve(t, self.min_tokens, self.full_tokens, self.max_tokens) for t in tokens], dtype=torch.float32
         )
-        self.last_metrics = summary_metrics(scores)
-        self.last_metrics["code_tokens"] = sum(tokens) / max(len(tokens), 1)
-        return scores
+        return TermScores(scores, {**summary_metrics(scores), "code_tokens": sum(tokens) / max(len(tokens), 1)})

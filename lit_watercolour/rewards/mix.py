@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from lit_watercolour.records import Rollout
-from lit_watercolour.rewards.base import RewardTerm
+from lit_watercolour.rewards.base import RewardTerm, TermScores
 
 if TYPE_CHECKING:
     from lit_watercolour.overlap import Timeline
@@ -36,25 +34,10 @@ def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], pass
     return torch.where(passed, total, torch.zeros_like(total))
 
 
-def caller_cuda() -> int | None:
-    """The caller's CUDA device, for work it hands to other threads (the current device is per thread)."""
-    return torch.cuda.current_device() if torch.cuda.is_initialized() else None
-
-
-@contextmanager
-def scoring(term: RewardTerm, cuda: int | None, timeline: Timeline | None):
-    """A term's work on this thread: on the caller's device (a term's "cuda" is its DDP rank's GPU), as a
-    `score_<name>` span."""
-    if cuda is not None:
-        torch.cuda.set_device(cuda)
-    with timeline.span(f"score_{term.name}") if timeline is not None else nullcontext():
-        yield
-
-
 class RewardMix:
-    """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts.
-    The terms score at the same time, a thread each (a judge's HTTP calls wait while HPSv3 computes);
-    a streaming term's rows are already under way (`streamer`, called by `collect` as each row is gated)."""
+    """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts. A streaming
+    term's rows may already be scored (the rollout pipeline starts them as each row is gated); `score` then
+    only combines them."""
 
     def __init__(self, terms: list[RewardTerm]) -> None:
         names = [t.name for t in terms]
@@ -62,53 +45,42 @@ class RewardMix:
             raise ValueError(f"reward terms need distinct names, got {names}")
         self.terms = terms
 
-    def streaming(self) -> list[RewardTerm]:
-        return [t for t in self.terms if t.streams]
+    def streaming(self, rollout: Rollout) -> list[RewardTerm]:
+        """The streaming terms that score this gated rollout (a gated term only if it passed)."""
+        return [t for t in self.terms if t.streams and (rollout.gate.passed or not t.gated)]
 
-    def streamer(self, executor: Executor, timeline: Timeline | None = None) -> Callable[[Rollout], dict[str, Future]]:
-        """What starts each streaming term's `score_row` on a gated rollout (a gated term's only if it passed),
-        on `executor` and on the caller's CUDA device, whichever thread the rollout is gated on."""
-        cuda = caller_cuda()
+    def score(self, rollouts: list[Rollout], streamed: dict[str, dict[int, Any]] | None = None,
+              timeline: Timeline | None = None) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+        """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log: every term, one after
+        another, then the mix. `streamed`: term name -> {row: its `score_row` result}, for rows already scored."""
+        streamed = streamed or {}
+        return self.mix(rollouts, {t.name: self.score_term(t, rollouts, streamed.get(t.name), timeline) for t in self.terms})
 
-        def run(term: RewardTerm, rollout: Rollout) -> Any:
-            with scoring(term, cuda, timeline):
-                return term.score_row(rollout)
+    def score_term(self, term: RewardTerm, rollouts: list[Rollout], streamed: dict[int, Any] | None = None,
+                   timeline: Timeline | None = None) -> tuple[Tensor, dict[str, float]]:
+        """One term's [N] scores (0 for the rows a gated term skips) and its metrics. `streamed`: {row: its
+        `score_row` result}, for a streaming term whose rows are scored (then only combined here); else the
+        term scores here, as a `score_<name>` span of `timeline`."""
+        t0 = time.perf_counter()
+        rows = [i for i, r in enumerate(rollouts) if r.gate.passed or not term.gated]
+        s = torch.zeros(len(rollouts))
+        if streamed is not None:
+            done = term.combine([streamed[i] for i in rows])
+        else:
+            with timeline.span(f"score_{term.name}") if timeline is not None else nullcontext():
+                done = term.score([rollouts[i] for i in rows]) if rows else TermScores(torch.zeros(0), {})
+        s[rows] = done.values.float()
+        metrics = {f"reward/{term.name}/{k}": float(v) for k, v in done.metrics.items()}
+        return s, {**metrics, f"time/score_{term.name}_s": time.perf_counter() - t0}
 
-        def start(rollout: Rollout) -> dict[str, Future]:
-            terms = [t for t in self.streaming() if rollout.gate.passed or not t.gated]
-            return {t.name: executor.submit(run, t, rollout) for t in terms}
-        return start
-
-    def score(self, rollouts: list[Rollout], timeline: Timeline | None = None,
-              streamed: list[dict[str, Future]] | None = None) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
-        """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log.
-        `timeline`: records each term's span as `score_<name>`. `streamed`: per row, what `streamer` started
-        (a streaming term's rows are combined, and its error, if any, raised here, as `score` would)."""
+    def mix(self, rollouts: list[Rollout], scored: dict[str, tuple[Tensor, dict[str, float]]]
+            ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+        """The terms' scores (`score_term`, by name) mixed into [N] rewards, with every term's metrics."""
         if not self.terms:
             raise RuntimeError("no reward terms: list them under `model.rewards`")
         passed = torch.tensor([r.gate.passed for r in rollouts])
-        idx = passed.nonzero().flatten().tolist()
-        cuda = caller_cuda()
-
-        def run(term: RewardTerm) -> tuple[Tensor, float]:
-            t0 = time.perf_counter()
-            rows = idx if term.gated else list(range(len(rollouts)))
-            # a streamed term's wait for its last rows is not its work: its rows' spans are
-            results = [streamed[i][term.name].result() for i in rows] if streamed and term.streams else None
-            with scoring(term, cuda, timeline):
-                s = torch.zeros(len(rollouts))
-                if rows or not term.gated:
-                    scored = term.score([rollouts[i] for i in rows]) if results is None else term.combine(results)
-                    s[rows] = scored.float()
-            return s, time.perf_counter() - t0
-
-        with ThreadPoolExecutor(len(self.terms), thread_name_prefix="reward") as pool:
-            done = list(pool.map(run, self.terms))
-        scores, metrics = {}, {}
-        for term, (s, seconds) in zip(self.terms, done, strict=True):
-            scores[term.name] = s
-            metrics[f"time/score_{term.name}_s"] = seconds
-            metrics.update({f"reward/{term.name}/{k}": float(v) for k, v in term.last_metrics.items()})
+        scores = {name: s for name, (s, _) in scored.items()}
+        metrics = {k: v for _, m in scored.values() for k, v in m.items()}
         rewards = mix_rewards(scores, {t.name: t.weight for t in self.terms}, passed)
         # a browser failure says nothing about the sketch: leave it out of the baseline (NaN)
         infra = torch.tensor([r.render is not None and r.render.infra_error for r in rollouts])
@@ -116,11 +88,3 @@ class RewardMix:
         metrics["gate/pass_rate"] = passed.float().mean().item()
         metrics["render/infra_error_frac"] = infra.float().mean().item()
         return rewards, scores, metrics
-
-    def setup(self) -> None:
-        for term in self.terms:
-            term.setup()
-
-    def teardown(self) -> None:
-        for term in self.terms:
-            term.teardown()

@@ -1,8 +1,8 @@
 """Judge backend: any OpenAI-compatible chat-completions endpoint (vLLM, HF Inference Providers).
 
 Images travel as base64 PNG data URLs. Calls run concurrently on an httpx.AsyncClient, each with a
-timeout, all on one event loop of the backend's own and bounded by one semaphore there, so rollouts
-scored at once from several threads share the bound. Tenacity retries timeouts, transport errors and
+timeout, on the caller's event loop (the rollout pipeline's, which also drives the render pool) and
+bounded there by one semaphore, so every rollout's calls share the bound. Tenacity retries timeouts, transport errors and
 transient statuses with jittered exponential backoff, and a 429 waits for its Retry-After. The API token is
 read from the environment variable named in the config and is never logged.
 """
@@ -14,7 +14,6 @@ import base64
 import email.utils
 import logging
 import os
-import threading
 import time
 
 import httpx
@@ -86,17 +85,14 @@ class OpenAIJudge:
         self.max_concurrency, self.timeout_s = max_concurrency, timeout_s
         self.attempts, self.backoff_s, self.max_backoff_s = max(attempts, 1), backoff_s, max_backoff_s
         self.max_tokens, self.temperature, self.seed = max_tokens, temperature, seed
-        self.slots = asyncio.Semaphore(max_concurrency)  # calls in flight, whichever thread asked for them
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_lock = threading.Lock()
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop every call runs on (on a daemon thread, from the first call), where `slots` lives."""
-        with self._loop_lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, name="judge-calls", daemon=True).start()
-            return self._loop
+    def slots(self) -> asyncio.Semaphore:
+        """The bound on calls in flight, one per event loop (a semaphore belongs to the loop it waits on)."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.max_concurrency))
+        return self._slots[1]
 
     def _body(self, a: bytes, b: bytes, prompt: str) -> dict:
         body = {
@@ -127,7 +123,7 @@ class OpenAIJudge:
 
     async def _post(self, client: httpx.AsyncClient, body: dict) -> str | None:
         """The reply's text; raises on a failed call (retried or not, as `_retrying` decides)."""
-        async with self.slots:
+        async with self.slots():
             resp = await client.post(self.url, json=body)
         if resp.status_code in RETRY_STATUS:
             raise TransientStatus(resp)
@@ -153,7 +149,7 @@ class OpenAIJudge:
         return winner, rec
 
     async def acompare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
-        """`compare` on `loop()`, the only loop `slots` may be awaited on."""
+        """`compare` as a coroutine, on the caller's event loop."""
         headers = {}
         token = os.environ.get(self.api_key_env) if self.api_key_env else None
         if token:
@@ -164,4 +160,5 @@ class OpenAIJudge:
         return [w for w, _ in results], [r for _, r in results]
 
     def compare(self, pairs: list[tuple[bytes, bytes]], prompt: str) -> tuple[list[str | None], list[CallRecord]]:
-        return asyncio.run_coroutine_threadsafe(self.acompare(pairs, prompt), self.loop()).result()
+        """`acompare` for a caller with no event loop of its own (a script, a test)."""
+        return asyncio.run(self.acompare(pairs, prompt))

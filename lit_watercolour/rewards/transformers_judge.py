@@ -37,22 +37,34 @@ def letter_ids(tokenizer) -> tuple[int, int]:
 
 
 class TransformersJudge:
-    def __init__(self, model: str = "Qwen/Qwen3-VL-30B-A3B-Instruct", device: str = "auto", dtype: str = "bfloat16",
+    """The model loads in `setup(device)` (the trainer's device) and is freed in `teardown()`; a judge built
+    `from_model` keeps the model it was given."""
+
+    def __init__(self, model: str = "Qwen/Qwen3-VL-30B-A3B-Instruct", dtype: str = "bfloat16",
                  batch_size: int = 8, max_pixels: int = 448 * 448, revision: str | None = None) -> None:
+        self.model_name, self.dtype, self.revision = model, dtype, revision
+        self.batch_size, self.max_pixels = batch_size, max_pixels
+        self.model = self.processor = None
+        self.owned = True  # loaded here, so freed here
+
+    def setup(self, device) -> None:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        self.model_name, self.batch_size, self.max_pixels = model, batch_size, max_pixels
-        device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        self.model = AutoModelForImageTextToText.from_pretrained(model, dtype=getattr(torch, dtype), revision=revision).to(device).eval()
-        self.processor = AutoProcessor.from_pretrained(model, revision=revision)
-        self._prepare()
+        if self.model is None:
+            self.model = AutoModelForImageTextToText.from_pretrained(
+                self.model_name, dtype=getattr(torch, self.dtype), revision=self.revision).to(device).eval()
+            self.processor = AutoProcessor.from_pretrained(self.model_name, revision=self.revision)
+            self._prepare()
+
+    def teardown(self) -> None:
+        if self.owned:
+            self.model = self.processor = None
 
     @classmethod
     def from_model(cls, model, processor, batch_size: int = 8, max_pixels: int = 448 * 448) -> "TransformersJudge":
         """Wrap an already built model + processor (tests, benchmarks, a model shared with other code)."""
-        self = cls.__new__(cls)
-        self.model_name, self.batch_size, self.max_pixels = type(model).__name__, batch_size, max_pixels
-        self.model, self.processor = model.eval(), processor
+        self = cls(type(model).__name__, batch_size=batch_size, max_pixels=max_pixels)
+        self.model, self.processor, self.owned = model.eval(), processor, False
         self._prepare()
         return self
 

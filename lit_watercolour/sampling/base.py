@@ -28,23 +28,34 @@ from lit_watercolour.policy import completion_logps
 @dataclass
 class SamplingConfig:
     temperature: float = 1.0
+    """Sampling temperature; the loss's log-probs use the same."""
     top_p: float = 1.0  # 1.0: off
+    """Nucleus sampling: keep the likeliest tokens up to this mass; 1.0: off."""
     top_k: int = 0  # 0: off
+    """Keep the k likeliest tokens; 0: off."""
     max_completion_length: int = 256
+    """Most tokens a completion may have; longer ones are cut (truncated)."""
     generation_batch_size: int = 8  # rows per `generate` call; each row starts rendering as it finishes
+    """Rows per generate call; each row starts rendering as it finishes."""
     logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
+    """Rows per forward when scoring the sampled tokens."""
     # `generate` with the LoRA adapter folded into copies of the adapted weights (`policy.adapter_merged`; the
     # base is never written): faster for small models, whose decoding steps are dominated by per-matmul
     # overhead; costs a copy of the adapted weights, so it is off for large ones. Lean decoding always folds it
     merge_adapter: bool = False
+    """generate with the adapter folded into copies of the adapted weights: faster for small models."""
     # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
     # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
     lean_decode: bool = True
+    """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py) instead of generate."""
     # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
     graph_decode: bool = True
-    # torch intra-op threads while the hf sampler decodes (0: the process's, `model.cpu_threads`): on a CPU
+    """Qwen3.5-MoE on CUDA: decode by replaying one captured CUDA-graph step."""
+    # torch intra-op threads while the hf sampler decodes (0: the process's); `GRPOModule` sets it from
+    # `model.threads.sampling` (setting it here is the old way, accepted with a warning for one release): on a CPU
     # the render pool's Chromium works meanwhile, and a tiny model's kernels gain nothing from a second thread
     cpu_threads: int = 0
+    """torch threads while the hf sampler decodes; 0: the process's (model.cpu_threads)."""
 
 
 @dataclass

@@ -14,9 +14,9 @@
 #             .venv, renderer/node_modules and a .git folder)
 #   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
 #             over the machine's torch (no dependencies); Triton's Blackwell ptxas and static CUPTI libraries cut
-#   trl       trl 1.16.0, for the benchmarks' TRL side (no dependencies)
+#   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
-# The wheels are unpacked into one site folder and compressed together (zstd -19 --long), with a zstd
+# The wheels are unpacked into one site folder and compressed together (zstd --long), with a zstd
 # binary beside it for the machine, which has none (ZSTD_LEVEL, default 12: -19 packs tighter but takes far longer on a busy box).
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel); cd "$ROOT"
@@ -52,7 +52,7 @@ for c in "${COMPONENTS[@]}"; do
     download triton==3.7.1 flash-linear-attention==0.6.0 fla-core==0.6.0
     (cd "$W/whl" && zip -q -d triton-*.whl 'triton/backends/nvidia/bin/ptxas-blackwell' \
       'triton/backends/nvidia/lib/cupti/*_static.a' 'triton/instrumentation/libGPUInstrumentationTestLib.so');;
-  trl) download trl==1.16.0;;
+  trl) download trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19;;  # GRPOTrainer imports datasets
   bnb) download "bitsandbytes==${BNB_VERSION:-0.50.2}";;
   chromium)
     if [ ! -d "$CHROMIUM_PARTS/.devchr1" ] || [ ! -d "$CHROMIUM_PARTS/.devchr2" ] || [ ! -d "$CHROMIUM_PARTS/.devchr3" ] \

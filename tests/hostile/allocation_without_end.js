@@ -1,4 +1,4 @@
-// expect: runtime_error|timeout|infra_error
+// expect: runtime_error
 // arrays allocated until the heap gives out
 function setup() {
   createCanvas(512, 512, WEBGL);

@@ -1,4 +1,4 @@
-// expect: runtime_error|timeout
+// expect: runtime_error
 // class 8: ArrayBuffers kept until memory runs out (outside V8's heap cap).
 function setup() {
   createCanvas(512, 512, WEBGL);

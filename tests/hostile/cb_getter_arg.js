@@ -1,4 +1,4 @@
-// expect: hidden_code
+// expect: hidden_code|bare_primitives
 // class 1: a brush option whose getter paints when p5.brush reads it
 function setup() {
   createCanvas(512, 512, WEBGL);

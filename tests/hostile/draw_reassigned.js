@@ -1,4 +1,4 @@
-// expect: bare_primitives
+// expect: bare_primitives|no_brush_painting
 // class 1: draw() replaced from setup, so that p5 calls a function the page never saw declared
 function setup() {
   createCanvas(512, 512, WEBGL);

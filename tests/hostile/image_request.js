@@ -1,4 +1,4 @@
-// expect: network
+// expect: network|external_load
 // an Image pointed at a server
 function setup() {
   createCanvas(512, 512, WEBGL);

@@ -1,4 +1,4 @@
-// expect: runtime_error|timeout
+// expect: external_load|runtime_error
 // class 8: ImageData buffers kept until memory runs out (off V8's heap).
 function setup() {
   createCanvas(512, 512, WEBGL);

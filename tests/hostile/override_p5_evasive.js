@@ -1,4 +1,4 @@
-// expect: bare_primitives
+// expect: bare_primitives|runtime_error
 // swapping p5's ellipse for its own before p5 starts
 const P = this["p" + "5"];
 const orig = P["proto" + "type"]["ell" + "ipse"];

@@ -1,4 +1,4 @@
-// expect: hidden_code
+// expect: hidden_code|bare_primitives|raw_drawing
 // class 1: a colour whose toString paints when p5 reads it
 function setup() {
   createCanvas(512, 512, WEBGL);

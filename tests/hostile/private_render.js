@@ -1,4 +1,4 @@
-// expect: raw_drawing
+// expect: raw_drawing|runtime_error
 // class 2: p5's private renderer methods
 function setup() {
   createCanvas(512, 512, WEBGL);

@@ -1,4 +1,4 @@
-// expect: blank_canvas
+// expect: blank_canvas|runtime_error
 // making every object thenable to forge the report; the real report says nothing was painted
 function setup() {
   createCanvas(512, 512, WEBGL);

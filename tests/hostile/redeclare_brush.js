@@ -1,4 +1,4 @@
-// expect: syntax_error
+// expect: syntax_error|runtime_error
 // declaring a global called brush
 let brush = {};
 function setup() {

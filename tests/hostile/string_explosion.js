@@ -1,4 +1,4 @@
-// expect: runtime_error|timeout|infra_error
+// expect: runtime_error
 // a string doubled until it cannot be
 function setup() {
   createCanvas(512, 512, WEBGL);

@@ -1,4 +1,4 @@
-// expect: eval
+// expect: eval|dom
 // a timer given a string
 function setup() {
   createCanvas(512, 512, WEBGL);

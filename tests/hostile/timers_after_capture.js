@@ -1,4 +1,4 @@
-// expect: blank_canvas
+// expect: blank_canvas|dom
 // timers left to fire after the capture, on a blank canvas
 function setup() {
   createCanvas(512, 512, WEBGL);

@@ -93,7 +93,7 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
         tie_word_embeddings=False,
     )
     if arch == "qwen3":
-        return Qwen3Config(intermediate_size=2 * hidden_size, **common, **overrides)
+        return Qwen3Config(**{**common, "intermediate_size": 2 * hidden_size, **overrides})  # a real model's shapes win
     if arch == "qwen3_moe":
         moe = dict(moe_intermediate_size=hidden_size, num_experts=4, num_experts_per_tok=2)
         return Qwen3MoeConfig(intermediate_size=2 * hidden_size, **moe, **common, **overrides)
@@ -240,14 +240,3 @@ def tiny_qwen3_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, visi
     cfg = config_cls(text_config=text, vision_config=vision, tie_word_embeddings=False, **_token_ids(tok))
     torch.manual_seed(seed)
     return model_cls(cfg).eval(), build_processor(Qwen3VLProcessor, tok, patch_size=16)
-
-
-def tiny_hpsv3(seed: int = 0, **sizes):
-    """(HPSv3Model, processor): HPSv3's reward head on a tiny random-init Qwen2-VL, with `<|Reward|>` added."""
-    from lit_watercolour.rewards.hpsv3 import HPSv3Model, add_reward_token
-
-    backbone, processor = tiny_qwen2_vl(seed=seed, **sizes)
-    token = add_reward_token(processor)
-    backbone.resize_token_embeddings(len(processor.tokenizer))
-    torch.manual_seed(seed + 1)
-    return HPSv3Model(backbone, token).eval(), processor

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
-from lit_watercolour.loopback import LoopbackServer
+from lit_watercolour.offline.loopback import LoopbackServer
 
 # policy(body, index) -> (status, headers, reply text or raw bytes)
 Policy = Callable[[dict, int], tuple[int, dict, "str | bytes"]]

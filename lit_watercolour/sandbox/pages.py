@@ -1,0 +1,113 @@
+"""Pages: a browser context serving the sandbox page from memory, warmed with p5 + p5.brush
+before its sketch arrives, and renewed between sketches so that nothing a sketch started outlives it.
+
+Every request is routed: the sandbox page and its scripts are served from memory at ORIGIN,
+anything else is aborted and recorded (`network:request`). A page whose sketch finished cleanly is
+renewed in the same context: the page is closed (its renderer process ends, and with it whatever
+the sketch left running) and a new one opened, which loads the libraries from the context's code
+cache. Any other page has its whole context closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+
+from lit_watercolour.sandbox.browser import CLOSE_TIMEOUT_S, BrowserHandle
+from lit_watercolour.sandbox.faults import PageCrashed
+
+RENDERER_DIR = Path(__file__).resolve().parent.parent.parent / "renderer"
+ORIGIN = "http://sketch.invalid"
+WARM_TIMEOUT_S = 60.0  # warming a page takes ~1 s; a minute means its browser is wedged
+RENEW_TIMEOUT_S = 10.0  # a new page in a warm context; longer means the browser is unwell
+
+
+def assets(page_dir: Path = RENDERER_DIR) -> dict[str, tuple[bytes, str]]:
+    """The sandbox page's files by path: the page's own (from `page_dir`) and the installed libraries."""
+    js = "application/javascript"
+    modules = RENDERER_DIR / "node_modules"
+    return {
+        "/index.html": ((page_dir / "sandbox.html").read_bytes(), "text/html"),
+        "/prelude.js": ((page_dir / "prelude.js").read_bytes(), js),
+        "/p5.min.js": ((modules / "p5" / "lib" / "p5.min.js").read_bytes(), js),
+        "/p5.brush.js": ((modules / "p5.brush" / "dist" / "p5.brush.js").read_bytes(), js),
+        "/ses.js": ((modules / "ses" / "dist" / "ses.umd.min.js").read_bytes(), js),
+        "/harness.js": ((page_dir / "harness.js").read_bytes(), js),
+    }
+
+
+@dataclass
+class WarmPage:
+    """A context with the sandbox loaded and p5 + p5.brush parsed, waiting for one sketch."""
+
+    context: BrowserContext
+    page: Page | None
+    crashed: asyncio.Future
+    violations: list[str]  # requests the router refused, seen outside the page
+    owner: BrowserHandle
+    destroyed: list[str] = field(default_factory=list)  # frames navigated away after load
+    loaded: bool = False  # the sandbox document is in; a later request for it is the sketch's
+
+
+async def close_context(context: BrowserContext) -> bool:
+    try:
+        await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
+        return True
+    except (PlaywrightError, asyncio.TimeoutError):
+        return False
+
+
+async def open_page(owner: BrowserHandle, files: dict[str, tuple[bytes, str]], side: int) -> WarmPage:
+    """A new context on `owner` with its router, and a warm sandbox page in it."""
+    context = await owner.browser.new_context(
+        viewport={"width": side, "height": side}, device_scale_factor=1, service_workers="block", accept_downloads=False,
+    )
+    try:
+        warm = WarmPage(context, None, asyncio.get_running_loop().create_future(), [], owner)
+
+        async def route(route):
+            path = route.request.url.removeprefix(ORIGIN).split("?")[0]
+            asset = files.get(path) if route.request.url.startswith(ORIGIN + "/") else None
+            if asset is None or (path == "/index.html" and warm.loaded):
+                warm.violations.append("network:request")
+                await route.abort()
+            else:
+                await route.fulfill(status=200, body=asset[0], content_type=asset[1])
+
+        await context.route("**/*", route)
+        await _new_document(warm)
+    except BaseException:
+        await asyncio.shield(close_context(context))
+        raise
+    return warm
+
+
+async def _new_document(warm: WarmPage) -> None:
+    """A new page in the warm context with a fresh sandbox document: a new renderer and JS realm,
+    p5 + p5.brush parsed (from the context's code cache after the first) and the harness armed."""
+    warm.page = page = await warm.context.new_page()
+    crashed = warm.crashed = asyncio.get_running_loop().create_future()
+    page.on("crash", lambda _: crashed.done() or crashed.set_exception(PageCrashed("page crashed")))
+    destroyed = warm.destroyed = []
+    page.on("framenavigated", lambda frame: destroyed.append(frame.url))
+    warm.loaded = False  # the router lets exactly this navigation fetch the sandbox page
+    await page.goto(ORIGIN + "/index.html", wait_until="load")
+    warm.loaded = True
+    if not await page.evaluate("() => window.__lw && window.__lw.ready === true"):
+        raise RuntimeError("sandbox page did not load its harness")
+    warm.violations.clear()  # what this navigation left behind is not the sketch's
+    destroyed.clear()
+
+
+async def renew(warm: WarmPage) -> WarmPage:
+    """The used page closed (its renderer, and whatever the sketch left running there, ends) and a
+    new sandbox page opened in the same context."""
+    old = warm.page
+    if not warm.crashed.done():
+        warm.crashed.cancel()
+    await asyncio.wait_for(old.close(), CLOSE_TIMEOUT_S)
+    await asyncio.wait_for(_new_document(warm), RENEW_TIMEOUT_S)
+    return warm

@@ -1,0 +1,28 @@
+"""The capture as a picture: decoded once (cached on the RenderResult), and how much of it is paint."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from lit_watercolour.records import RenderResult
+
+PAINT_DISTANCE = 32.0  # RGB distance from the modal colour that counts as paint (recipe)
+
+
+def painted_fraction(image: Image.Image) -> float:
+    """Share of pixels farther than PAINT_DISTANCE (RGB) from the most common colour."""
+    flat = np.asarray(image.convert("RGB"), dtype=np.int16).reshape(-1, 3)
+    packed = (flat[:, 0].astype(np.int32) << 16) | (flat[:, 1].astype(np.int32) << 8) | flat[:, 2]
+    values, counts = np.unique(packed, return_counts=True)
+    mode = values[counts.argmax()]
+    background = np.array([(mode >> 16) & 255, (mode >> 8) & 255, mode & 255], dtype=np.float32)
+    distance = np.linalg.norm(flat.astype(np.float32) - background, axis=1)
+    return float((distance > PAINT_DISTANCE).mean())
+
+
+def measured(result: RenderResult) -> RenderResult:
+    """The result with its picture decoded (RenderResult.image) and its painted fraction set."""
+    if result.image is not None:
+        result.painted_fraction = painted_fraction(result.image)
+    return result

@@ -1,0 +1,70 @@
+"""`predict` paints with the trained adapter, not the base: an adapter taught one of the tiny painter's four
+sketches, given either way a user gives it (`policy.adapter`, a checkpoint's `ckpt_path`), makes every painting
+that sketch, while the base's paintings are others."""
+
+import lightning
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from lit_watercolour.data import PromptDataModule, chat_prompt
+from lit_watercolour.module import GRPOModule
+from lit_watercolour.policy import PolicyConfig, trainable_state_dict
+from lit_watercolour.rewards.gate_term import GateTerm
+from lit_watercolour.sampling import SamplingConfig
+from cpu_threads import one_thread  # noqa: F401  (fixture)
+from tiny_painter import COMPLETIONS, SUBJECT
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("one_thread")]
+
+TAUGHT = COMPLETIONS[3]  # the one in bare p5 shapes
+GENERATIONS = 2
+
+
+def painting_module(painter, out_dir, adapter: str | None = None) -> GRPOModule:
+    return GRPOModule(
+        policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False, lora_r=8, lora_alpha=16,
+                            adapter=adapter),
+        sampling=SamplingConfig(max_completion_length=160, temperature=0.5), predict_generations=GENERATIONS,
+        predict_dir=str(out_dir), render_kwargs={"pixel_density": 0.5}, rewards=[GateTerm()])
+
+
+def paint(module: GRPOModule, out_dir, ckpt_path=None) -> list[str]:
+    """The raw replies predict wrote (its .txt files), in order."""
+    pl.seed_everything(0)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    (stems,) = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]), ckpt_path=ckpt_path)
+    assert [s.rsplit("/", 1)[-1] for s in stems] == [f"a-peach-hibiscus-0-{i}" for i in range(GENERATIONS)]
+    return [(out_dir / f"a-peach-hibiscus-0-{i}.txt").read_text() for i in range(GENERATIONS)]
+
+
+def teach(module: GRPOModule, reply: str, steps: int = 60) -> None:
+    """Supervised steps on the adapter only, until the policy answers `reply` to the subject."""
+    module.configure_model()
+    model, tok = module.policy_model, module.tokenizer
+    prompt = tok(chat_prompt(tok, SUBJECT), add_special_tokens=False).input_ids
+    ids = torch.tensor([prompt + tok(reply + tok.eos_token, add_special_tokens=False).input_ids])
+    labels = ids.clone()
+    labels[:, : len(prompt)] = -100
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+
+
+def test_predict_paints_with_the_trained_adapter_not_the_base(tmp_path, painter):
+    base = paint(painting_module(painter, tmp_path / "base"), tmp_path / "base")
+    assert TAUGHT not in base and all(reply in COMPLETIONS for reply in base)  # the painter's other sketches
+
+    trained = painting_module(painter, tmp_path / "unused")
+    teach(trained, TAUGHT)
+    trained.save_adapter(tmp_path / "adapter")
+    ckpt = tmp_path / "trained.ckpt"  # what GRPOModule.on_save_checkpoint keeps: the adapter only
+    torch.save({"state_dict": trainable_state_dict(trained), "pytorch-lightning_version": lightning.__version__}, ckpt)
+
+    by_folder = paint(painting_module(painter, tmp_path / "folder", adapter=str(tmp_path / "adapter")), tmp_path / "folder")
+    by_ckpt = paint(painting_module(painter, tmp_path / "ckpt"), tmp_path / "ckpt", ckpt_path=ckpt)
+    assert by_folder == by_ckpt == [TAUGHT] * GENERATIONS
