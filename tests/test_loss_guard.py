@@ -18,7 +18,7 @@ from lit_watercolour import grpo
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
 from lit_watercolour.policy import PolicyConfig
-from lit_watercolour.rewards.base import RewardTerm
+from lit_watercolour.rewards.base import RewardTerm, TermScores
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.callbacks.runlog import ROLLOUTS_FILE, RolloutLog, RolloutLogger
 from lit_watercolour.sampling import SamplingConfig
@@ -59,7 +59,7 @@ class FlakyScorer(RewardTerm):
     def score(self, rollouts):
         self.calls += 1
         assert len(rollouts) == 4, "every scripted completion passes the gate"
-        return torch.tensor(SCHEDULE[self.calls])
+        return TermScores(torch.tensor(SCHEDULE[self.calls]), {})
 
 
 class Probe(pl.Callback):

@@ -205,6 +205,7 @@ def cached_run(painter, seed: int, max_staleness: int) -> Rewards:
     return RUNS[seed, max_staleness]
 
 
+@pytest.mark.timeout(2400)  # up to six 6-step runs, when run alone; fewer once the on-policy runs are cached
 @pytest.mark.parametrize("max_staleness", [1, 2])
 def test_stale_learns_no_worse_than_on_policy(painter, max_staleness):
     """Three seeds, each run on-policy and k steps stale from the same start: the stale runs' reward

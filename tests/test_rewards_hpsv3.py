@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from lit_watercolour.rewards.hpsv3 import (PIXELS, REWARD_TOKEN, HPSv3Model, HPSv3Term, add_reward_token, build_hpsv3,
+from lit_watercolour.rewards.hpsv3 import (PIXELS, REWARD_TOKEN, HPSv3Term, build_hpsv3,
                                            checkpoint_file, hpsv3_batch, prepare_image, remap_hpsv3_keys, smart_resize)
 from lit_watercolour.offline.tiny_models import tiny_qwen2_vl
 from lit_watercolour.offline.tiny_scorers import tiny_hpsv3 as build_tiny_hpsv3
