@@ -69,7 +69,11 @@ if ls "$W"/whl/*.whl >/dev/null 2>&1; then
   python3 - "$W/whl" "$W/site" <<'PY'
 import pathlib, sys, zipfile
 for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):  # a wheel is a zip of its files
-    zipfile.ZipFile(wheel).extractall(sys.argv[2])
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            path = z.extract(info, sys.argv[2])
+            if info.external_attr >> 16 & 0o111:  # extractall drops the mode: Triton's ptxas must stay executable
+                pathlib.Path(path).chmod(info.external_attr >> 16 & 0o777)
 PY
   tar -C "$W/site" -cf - . | zstd -q "-${ZSTD_LEVEL:-12}" --long=27 -T0 -o "$W/out/site.tar.zst"
   mkdir -p "$W/out/zstd" && cp -L "$(command -v zstd)" "$W/out/zstd/"
