@@ -291,7 +291,7 @@ class StandIns(pl.Callback):
         for name, a, b in phases[self.phases_seen:]:
             spans.append((name, a, b))
         self.phases_seen = len(phases)
-        origin = pl_module.timeline.origin
+        origin = pl_module.pipeline.timeline.origin
         spans.append(("update", origin + m["time/at/update_start_s"], origin + m["time/at/update_end_s"]))
         out: dict = {}
         for name, a, b in spans:
