@@ -45,7 +45,7 @@ class RolloutPipeline:
     rank, so ranks draw different rows of the same groups and a batch draws the same whenever it is
     sampled (DDP, or batches sampled ahead). `depth`: how many batches may be sampled ahead."""
 
-    def __init__(self, sampler: Sampler, rewards: RewardMix | None, render_kwargs: dict, device: torch.device | None = None,
+    def __init__(self, sampler: Sampler, rewards: RewardMix | None, pool_args: dict, device: torch.device | None = None,
                  rank: int = 0, reseed: bool = False, depth: int = 0) -> None:
         self.sampler, self.rewards, self.rank, self.reseed = sampler, rewards, rank, reseed
         self.timeline = Timeline()
@@ -58,14 +58,14 @@ class RolloutPipeline:
         self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="rollout-work",
                                        initializer=torch.cuda.set_device if cuda else None, initargs=(cuda,) if cuda else ())
         try:
-            self.pool = self.call(self.open_pool(render_kwargs)).result()
+            self.pool = self.call(self.open_pool(pool_args)).result()
         except BaseException:
             self.close()
             raise
 
     @staticmethod
-    async def open_pool(render_kwargs: dict) -> RenderPool:
-        pool = RenderPool(**render_kwargs)
+    async def open_pool(pool_args: dict) -> RenderPool:
+        pool = RenderPool(**pool_args)
         await pool.start()
         return pool
 

@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import CSVLogger
 from PIL import Image
 from safetensors.torch import load_file
 
+from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
@@ -148,7 +149,7 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
         sampling=SamplingConfig(max_completion_length=160, temperature=0.7),
         grpo=GRPOConfig(num_generations=4),
         predict_generations=3, predict_dir=str(tmp_path / "paintings"),
-        render_kwargs={"pixel_density": 0.5},  # training's cheap renders; paintings stay full size
+        render=RenderConfig(pixel_density=0.5),  # training's cheap renders; paintings stay full size
         rewards=[GateTerm(weight=0.1), tokens],
     )
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)

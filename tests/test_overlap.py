@@ -17,6 +17,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from lit_watercolour import grpo
+from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.callbacks.runlog import RolloutLogger
 from lit_watercolour.data import PromptDataModule
@@ -185,7 +186,7 @@ def learning_run(painter, seed: int, max_staleness: int, steps: int = 6) -> Rewa
         policy=PolicyConfig(model=str(painter), dtype="float32", lora_r=8, lora_alpha=16),
         sampling=SamplingConfig(max_completion_length=160, generation_batch_size=16),
         grpo=GRPOConfig(num_generations=16, micro_batch_size=16, scale_rewards="none"),
-        optim=OptimConfig(lr=2e-3), render_pool_size=2, render_kwargs={"pixel_density": 0.5},
+        optim=OptimConfig(lr=2e-3), render_pool_size=2, render=RenderConfig(pixel_density=0.5),
         rewards=[GateTerm(weight=1.0)], max_staleness=max_staleness,
     )
     rewards = Rewards()
@@ -254,7 +255,7 @@ def small_run(painter, max_staleness: int, max_steps: int, data: PromptDataModul
         policy=PolicyConfig(model=str(painter), dtype="float32", lora_r=8, lora_alpha=16),
         sampling=SamplingConfig(max_completion_length=160, generation_batch_size=4),
         grpo=GRPOConfig(num_generations=4, micro_batch_size=4, scale_rewards="none", num_iterations=num_iterations),
-        optim=OptimConfig(lr=5e-3), render_pool_size=2, render_kwargs={"pixel_density": 0.5},
+        optim=OptimConfig(lr=5e-3), render_pool_size=2, render=RenderConfig(pixel_density=0.5),
         rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120, max_tokens=1000)], max_staleness=max_staleness,
     )
     trainer = pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,

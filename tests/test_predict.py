@@ -7,6 +7,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
+from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.data import PromptDataModule, chat_prompt
 from lit_watercolour.module import GRPOModule
 from lit_watercolour.policy import PolicyConfig, trainable_state_dict
@@ -26,7 +27,7 @@ def painting_module(painter, out_dir, adapter: str | None = None) -> GRPOModule:
         policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False, lora_r=8, lora_alpha=16,
                             adapter=adapter),
         sampling=SamplingConfig(max_completion_length=160, temperature=0.5), predict_generations=GENERATIONS,
-        predict_dir=str(out_dir), render_kwargs={"pixel_density": 0.5}, rewards=[GateTerm()])
+        predict_dir=str(out_dir), render=RenderConfig(pixel_density=0.5), rewards=[GateTerm()])
 
 
 def paint(module: GRPOModule, out_dir, ckpt_path=None) -> list[str]:

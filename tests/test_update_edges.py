@@ -22,6 +22,7 @@ import pytest
 import torch
 import yaml
 
+from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
@@ -204,7 +205,7 @@ def fit_one_step(out_dir: Path, texts: list[str], loss_type: str, micro_batch_si
         sampling=SamplingConfig(temperature=TEMPERATURE, max_completion_length=96),
         grpo_config=GRPOConfig(num_generations=len(texts), micro_batch_size=micro_batch_size, loss_type=loss_type,
                                scale_rewards="none"),
-        optim=OptimConfig(lr=1e-3, max_grad_norm=0.0), render_pool_size=2, render_kwargs={"pixel_density": 0.5},
+        optim=OptimConfig(lr=1e-3, max_grad_norm=0.0), render_pool_size=2, render=RenderConfig(pixel_density=0.5),
         rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=200, max_tokens=1000)])
     trainer = pl.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
