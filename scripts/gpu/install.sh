@@ -31,6 +31,7 @@ cat "$STASH"/payload.* | tar -x -C "$LW/unpack"
 rm -f "$STASH"/payload.*
 cd "$LW/unpack"
 : > "$LW/env.sh"
+echo "export PYTHONPATH=$PROJECT\${PYTHONPATH:+:\$PYTHONPATH}  # the scripts import the project" >> "$LW/env.sh"
 if [ -f site.tar.zst ]; then
   mkdir -p "$LW/site"
   LD_LIBRARY_PATH=$LW/unpack/zstd ./zstd/zstd -q -d --long=27 -c site.tar.zst | tar -x -C "$LW/site"
@@ -44,6 +45,7 @@ if [ -d chromium ]; then
   mkdir -p /opt/stash && cp -r chromium/.gl chromium/.devchr* /opt/stash/ && cd /opt/stash
   bash .devchr1/install.sh 1 && bash /opt/chr/install.sh 2 && bash /opt/chr/install.sh 3
   mkdir -p "$PROJECT/renderer/node_modules" && cp -r renderer/node_modules/. "$PROJECT/renderer/node_modules/"
+  cp -r "$LW/unpack/chromium/ses" "$PROJECT/renderer/node_modules/"
   cat /opt/chr/env.sh >> "$LW/env.sh"
   cd "$LW/unpack"
 fi

@@ -60,7 +60,9 @@ for c in "${COMPONENTS[@]}"; do
       (cd "$CHROMIUM_PARTS" && bash "$CHROMIUM_TOOL/make_payload.sh")
     fi
     mkdir -p "$W/out/chromium"
-    cp -r "$CHROMIUM_PARTS"/{.devchr1,.devchr2,.devchr3,.gl} "$W/out/chromium/";;
+    cp -r "$CHROMIUM_PARTS"/{.devchr1,.devchr2,.devchr3,.gl} "$W/out/chromium/"
+    # the sandbox page's SES, which the gpu-chromium tool (p5 and p5.brush only) does not pack
+    mkdir -p "$W/out/chromium/ses/dist" && cp renderer/node_modules/ses/dist/ses.umd.min.js "$W/out/chromium/ses/dist/";;
   *) echo "unknown component $c (vllm chromium fla trl bnb)"; exit 2;;
   esac
 done
