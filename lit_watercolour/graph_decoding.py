@@ -139,5 +139,9 @@ class GraphDecoder:
                 step()  # recorded, not run: the step's tensors change only on replay
         except Exception as error:  # noqa: BLE001 - any capture failure leaves eager decoding, which is correct
             torch.cuda.synchronize()
+            # a capture that fails never ends the RNG's capture mode, and eager sampling would then refuse to draw;
+            # a clone of its state keeps seed and offset but not that mode
+            generator = torch.cuda.default_generators[torch.cuda.current_device()]
+            generator.graphsafe_set_state(generator.clone_state())
             return step, f"eager (capture failed: {type(error).__name__}: {str(error)[:300]})"
         return graph.replay, "cuda-graph"
