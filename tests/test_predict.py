@@ -34,8 +34,8 @@ def paint(module: GRPOModule, out_dir, ckpt_path=None) -> list[str]:
     """The raw replies predict wrote (its .txt files), in order."""
     pl.seed_everything(0)
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    (stems,) = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]), ckpt_path=ckpt_path)
-    assert [s.rsplit("/", 1)[-1] for s in stems] == [f"a-peach-hibiscus-0-{i}" for i in range(GENERATIONS)]
+    (painted,) = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]), ckpt_path=ckpt_path)
+    assert [r.prompt for r in painted] == [SUBJECT] * GENERATIONS
     return [(out_dir / f"a-peach-hibiscus-0-{i}.txt").read_text() for i in range(GENERATIONS)]
 
 

@@ -295,7 +295,7 @@ def test_the_pool_reports_which_renderer_webgl_got(render_pool):
     gpu, and gpu only where the machine has one."""
     pool = render_pool.pool
     software = "SwiftShader" in pool.renderer
-    assert pool.requested_backend == "auto" and pool.backend == ("swiftshader" if software else "gpu")
+    assert pool.config.render_backend == "auto" and pool.backend == ("swiftshader" if software else "gpu")
     assert software or gpu_present()
 
 

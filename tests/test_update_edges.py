@@ -126,7 +126,7 @@ def run_update(model, batch: SampleBatch, micro_batch_size: int, loss_type: str 
     config = GRPOConfig(num_generations=2, micro_batch_size=micro_batch_size, loss_type=loss_type, **grpo)
     metrics = policy_update(model, batch, ADVANTAGES, config,
                             SamplingConfig(temperature=TEMPERATURE, max_completion_length=MAX_COMPLETION),
-                            OptimConfig(max_grad_norm=0.0), optimizer, scheduler, lambda loss: loss.backward(), stale=stale)
+                            OptimConfig(max_grad_norm=0.0), optimizer, scheduler, lambda loss: loss.backward(), old_logps=batch.logps if stale else None)
     return [p.grad.clone() for p in params], metrics
 
 
