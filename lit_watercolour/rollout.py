@@ -7,8 +7,8 @@
 Rendering overlaps sampling: the sampler reports each row the moment it ends and its sketch goes to the
 render pool at once, so what is left after sampling is the wait for the last renders. A sketch the static
 gate rejects is never rendered. Scoring overlaps rendering: a streaming reward term (`RewardTerm.streams`)
-starts on each row as soon as it is gated. Concurrency is one event loop (the render pool's pages and every
-HTTP scorer's calls, on one thread) and a small pool of worker threads for CPU and torch work (the gate's
+starts on each row as soon as it is gated. Concurrency is one event loop (the render pool's pages, every
+HTTP scorer's calls and an HTTP sampler's requests, on one thread) and a small pool of worker threads for CPU and torch work (the gate's
 parse, image statistics, HPSv3); the policy itself is used only on the caller's thread. The batches sampled
 ahead (`GRPOModule.max_staleness`) wait in the pipeline's `PrefetchQueue`.
 """
@@ -53,6 +53,8 @@ class RolloutPipeline:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rollout-loop", daemon=True)
         self.thread.start()
+        if hasattr(sampler, "loop"):  # an HTTP sampler (vllm-server): its requests go on this loop too
+            sampler.loop = self.loop
         cuda = device if device is not None and device.type == "cuda" else None
         # a thread starts on CUDA device 0: a term's "cuda" must be its rank's GPU
         self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="rollout-work",
@@ -179,6 +181,8 @@ class RolloutPipeline:
             self.call(self.pool.close()).result()
             self.pool = None
         self.work.shutdown()
+        if getattr(self.sampler, "loop", None) is self.loop:
+            self.sampler.loop = None
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join()

@@ -57,7 +57,7 @@ def test_image_stats_on_real_renders(rendered):
 def test_judge_over_http_on_real_renders(rendered):
     passed = [r for r in rendered if r.gate.passed]
     with JudgeServer(prefers_less_ink()) as server:
-        judge = ready(JudgeTerm(OpenAIJudge(base_url=server.base_url, backoff_s=0.01), references=4))
+        judge = ready(JudgeTerm(OpenAIJudge(base_url=server.base_url), references=4))
         scored = judge.score(passed)
     s = scored.values
     assert len(server.received) == 3 * 4 * 2

@@ -7,6 +7,7 @@ second environment: `make test` builds .venv-vllm and runs `pytest -m vllm` ther
 LIT_WATERCOLOUR_REQUIRE_VLLM=1 (a missing vLLM then fails instead of skipping).
 """
 
+import asyncio
 import copy
 import csv
 import importlib.util
@@ -15,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -315,11 +317,23 @@ def test_server_sampler_syncs_the_adapter_and_reports_completions_as_they_finish
 
 
 def test_server_sampler_split_generations_sends_one_request_per_row(policy, tmp_path):
+    """One request per row, sent on the event loop the sampler is given (the rollout pipeline's)."""
     model, tokenizer = policy
-    with CompletionsServer(build_tiny_model("qwen3", tokenizer), tokenizer) as server:
-        vcfg = VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path), split_generations=True)
-        sampler = build_sampler(SamplingConfig(max_completion_length=6, top_k=20), model, tokenizer, "vllm-server", vcfg)
-        batch = sampler.sample(PROMPTS, n=2)
+    loop = asyncio.new_event_loop()
+    looping = threading.Thread(target=loop.run_forever, name="pipeline-loop")
+    looping.start()
+    try:
+        with CompletionsServer(build_tiny_model("qwen3", tokenizer), tokenizer) as server:
+            vcfg = VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path), split_generations=True)
+            sampler = build_sampler(SamplingConfig(max_completion_length=6, top_k=20), model, tokenizer, "vllm-server", vcfg)
+            sampler.loop = loop
+            threads = []
+            batch = sampler.sample(PROMPTS, n=2, on_completion=lambda row, text: threads.append(threading.current_thread()))
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        looping.join()
+        loop.close()
+    assert threads == [looping] * 4  # each completion reported on the given loop's thread
     assert [b["n"] for b in server.completion_requests] == [1, 1, 1, 1]
     assert all(b["top_k"] == 20 for b in server.completion_requests)
     assert batch.completion_ids.shape[0] == 4 and batch.groups == [0, 0, 1, 1]

@@ -29,7 +29,7 @@ def test_tokens_are_never_written(tmp_path, painter):
             "init_args": {"weight": 0.6, "references": 1, "backend": {
                 "class_path": "lit_watercolour.rewards.openai_judge.OpenAIJudge",
                 "init_args": {"base_url": server.base_url, "model": "judge", "api_key_env": "LW_TEST_JUDGE_KEY",
-                              "attempts": 2, "backoff_s": 0.01, "timeout_s": 30.0}}},
+                              "max_retries": 1, "timeout_s": 30.0}}},
         })
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         args = ["fit", "--config", "config.yaml", "--model.policy.tiny", "null", "--model.policy.model", str(painter),
@@ -41,7 +41,7 @@ def test_tokens_are_never_written(tmp_path, painter):
                              capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
     assert len(server.received) > 1, "the judge was never called: no sketch passed the gate"
-    assert server.headers[0]["Authorization"] == f"Bearer {SECRETS['LW_TEST_JUDGE_KEY']}"
+    assert server.headers[0]["authorization"] == f"Bearer {SECRETS['LW_TEST_JUDGE_KEY']}"
 
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     names = {p.name for p in files}

@@ -40,7 +40,7 @@ def run(pipeline: RolloutPipeline, texts: list[str], mix: RewardMix, n: int = 2)
 
 
 def http(url, **kw):
-    return OpenAIJudge(base_url=url, **{"attempts": 1, "timeout_s": 30.0, **kw})
+    return OpenAIJudge(base_url=url, **{"max_retries": 0, "timeout_s": 30.0, **kw})
 
 
 def comparable(metrics: dict[str, float]) -> dict[str, float]:

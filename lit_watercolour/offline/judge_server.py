@@ -62,7 +62,7 @@ class JudgeServer(LoopbackServer):
                 with server._lock:
                     index = len(server.received)
                     server.received.append(body)
-                    server.headers.append(dict(self.headers))
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})  # names are case-insensitive
                     server.times.append(time.monotonic())
                 status, headers, reply = server.policy(body, index)
                 data = reply if isinstance(reply, bytes) else reply.encode()

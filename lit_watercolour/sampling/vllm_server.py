@@ -8,11 +8,11 @@ distribution it drew from (see `lit_watercolour.sampling.base`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 
-import httpx
+import openai
 import torch
 
 from lit_watercolour.sampling.base import (
@@ -28,11 +28,10 @@ from lit_watercolour.sampling.base import (
 from lit_watercolour.sampling.vllm import EngineSampler
 
 
-def parse_choice(choice: dict) -> Completion:
+def parse_choice(choice) -> Completion:
     """Token ids and log-probs of one /v1/completions choice sent with return_tokens_as_token_ids."""
-    lp = choice["logprobs"]
-    ids = [int(t.removeprefix("token_id:")) for t in lp["tokens"]]
-    return Completion(ids, [float(x) for x in lp["token_logprobs"]])
+    ids = [int(t.removeprefix("token_id:")) for t in choice.logprobs.tokens]
+    return Completion(ids, [float(x) for x in choice.logprobs.token_logprobs])
 
 
 class VLLMServerSampler(EngineSampler):
@@ -41,35 +40,50 @@ class VLLMServerSampler(EngineSampler):
     Start the server with LoRA and runtime adapter updates on, e.g.
     `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve <base> --enable-lora --max-lora-rank 64
     --logprobs-mode processed_logprobs`, and set `adapter_dir` to a folder it can read.
-    One request per prompt (or per row, `split_generations`), all in flight at once.
+    One request per prompt (or per row, `split_generations`), all in flight at once on the caller's event
+    loop (`asample`: the rollout pipeline's), through the `openai` SDK's async client.
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig,
                  need_logps: bool = False) -> None:
         super().__init__(model, tokenizer, config, vllm_config, need_logps)
-        api_key = os.environ.get(vllm_config.api_key_env) if vllm_config.api_key_env else None
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(
-            base_url=vllm_config.base_url.rstrip("/"), headers=headers, timeout=vllm_config.request_timeout_s,
-            limits=httpx.Limits(max_connections=vllm_config.max_concurrent_requests),
-        )
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the requests run on (the rollout pipeline sets its own); None: a fresh one per call."""
         self.sync_weights(model)
+
+    def run(self, coro):
+        """`coro` on `loop` (from another thread: the caller's), else on a fresh loop; the result, once done."""
+        if self.loop is not None:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return asyncio.run(coro)
+
+    def client(self) -> openai.AsyncOpenAI:
+        """A client for one batch's calls (a client's connections belong to the event loop that opened them)."""
+        key = os.environ.get(self.vllm_config.api_key_env) if self.vllm_config.api_key_env else None
+        return openai.AsyncOpenAI(base_url=self.vllm_config.base_url, api_key=key or "EMPTY",
+                                  timeout=self.vllm_config.request_timeout_s)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model
         snap = self.snapshots.save(model)
-        self._post("/load_lora_adapter", snap.load_body())
-        if self.adapter is not None:  # free the server's adapter slot
-            self._post("/unload_lora_adapter", {"lora_name": self.adapter.name})
+        self.run(self.swap_adapter(snap))
         self.adapter = snap
 
-    def _post(self, path: str, body: dict) -> httpx.Response:
-        response = self.client.post(path, json=body)
-        if response.status_code >= 400:
-            raise RuntimeError(f"vllm-server {path} answered {response.status_code}: {response.text[:500]}")
-        return response
+    async def swap_adapter(self, snap) -> None:
+        async with self.client() as client:
+            await self._post(client, "/load_lora_adapter", snap.load_body())
+            if self.adapter is not None:  # free the server's adapter slot
+                await self._post(client, "/unload_lora_adapter", {"lora_name": self.adapter.name})
+
+    @staticmethod
+    async def _post(client: openai.AsyncOpenAI, path: str, body: dict) -> str:
+        try:
+            return await client.post(path, body=body, cast_to=str)
+        except openai.APIStatusError as e:
+            raise RuntimeError(f"vllm-server {path} answered {e.status_code}: {e.response.text[:500]}") from e
 
     def request_body(self, prompt_ids: list[int], n: int, seed: int) -> dict:
+        """The arguments of one `completions.create`; what the OpenAI API lacks goes in `extra_body`."""
         c = self.config
         return {
             "model": self.adapter.name,
@@ -78,35 +92,44 @@ class VLLMServerSampler(EngineSampler):
             "max_tokens": c.max_completion_length,
             "temperature": c.temperature,
             "top_p": c.top_p,
-            "top_k": c.top_k if c.top_k > 0 else -1,
             "logprobs": 0,
-            "return_tokens_as_token_ids": True,
-            "stop_token_ids": self.stop_ids,
-            "skip_special_tokens": False,
             "seed": seed,  # vLLM gives the request's k-th completion seed + k
+            "extra_body": {"top_k": c.top_k if c.top_k > 0 else -1, "return_tokens_as_token_ids": True,
+                           "stop_token_ids": self.stop_ids, "skip_special_tokens": False},
         }
 
-    def _complete(self, body: dict) -> list[Completion]:
-        choices = sorted(self._post("/completions", body).json()["choices"], key=lambda ch: ch["index"])
-        return [parse_choice(ch) for ch in choices]
+    async def _complete(self, client: openai.AsyncOpenAI, slots: asyncio.Semaphore, body: dict) -> list[Completion]:
+        try:
+            async with slots:
+                reply = await client.completions.create(**body)
+        except openai.APIStatusError as e:
+            raise RuntimeError(f"vllm-server /completions answered {e.status_code}: {e.response.text[:500]}") from e
+        return [parse_choice(ch) for ch in sorted(reply.choices, key=lambda ch: ch.index)]
+
+    async def request(self, ids: list[list[int]], n: int, on_completion: OnCompletion | None) -> dict[int, Completion]:
+        """Every row's completion by row, each reported (on the loop) as its request returns."""
+        per_request = 1 if self.vllm_config.split_generations else n
+        # (first row, body): prompt i's rows are i*n .. i*n+n-1
+        firsts = [(i, j) for i in range(len(ids)) for j in range(0, n, per_request)]
+        requests = [(i * n + j, self.request_body(ids[i], per_request, seed)) for (i, j), seed in zip(firsts, row_seeds(len(firsts)))]
+        done: dict[int, Completion] = {}
+        slots = asyncio.Semaphore(self.vllm_config.max_concurrent_requests)
+
+        async def complete(client: openai.AsyncOpenAI, first: int, body: dict) -> None:
+            for k, c in enumerate(await self._complete(client, slots, body)):
+                done[first + k] = c
+                if on_completion is not None:
+                    on_completion(first + k, decode(self.tokenizer, c.token_ids, self.stop_ids))
+
+        async with self.client() as client:
+            await asyncio.gather(*(complete(client, first, body) for first, body in requests))
+        return done
 
     def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
-        per_request = 1 if self.vllm_config.split_generations else n
-        # (first row, body): prompt i's rows are i*n .. i*n+n-1
-        firsts = [(i, j) for i in range(len(prompts)) for j in range(0, n, per_request)]
-        requests = [(i * n + j, self.request_body(ids[i], per_request, seed)) for (i, j), seed in zip(firsts, row_seeds(len(firsts)))]
-        done: dict[int, Completion] = {}
-        with ThreadPoolExecutor(max_workers=min(len(requests), self.vllm_config.max_concurrent_requests)) as pool:
-            futures = {pool.submit(self._complete, body): first for first, body in requests}
-            for future in as_completed(futures):  # this thread reports, in the order they finish
-                for k, c in enumerate(future.result()):
-                    row = futures[future] + k
-                    done[row] = c
-                    if on_completion is not None:
-                        on_completion(row, decode(self.tokenizer, c.token_ids, self.stop_ids))
-        return self.batch(ids, n, done, start)
+        done = self.run(self.request(ids, n, on_completion))
+        return self.batch(ids, n, done, start)  # the policy's log-probs, if asked for, on this thread
 
     def close(self) -> None:
-        self.client.close()
+        """Nothing held between calls: each batch's client closes with its batch."""
