@@ -18,6 +18,7 @@ import torch
 from lit_watercolour.sampling.base import (
     Completion,
     OnCompletion,
+    PromptInput,
     SampleBatch,
     SamplingConfig,
     VLLMConfig,
@@ -90,7 +91,7 @@ class VLLMServerSampler(EngineSampler):
         choices = sorted(self._post("/completions", body).json()["choices"], key=lambda ch: ch["index"])
         return [parse_choice(ch) for ch in choices]
 
-    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
         per_request = 1 if self.vllm_config.split_generations else n
