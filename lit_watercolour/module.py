@@ -61,6 +61,7 @@ from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
 from lit_watercolour.rollout import RolloutPipeline
 from lit_watercolour.sandbox import RenderConfig
+from lit_watercolour.turns import Feedback, TurnsConfig
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update, skip_step
 
@@ -94,6 +95,9 @@ class GRPOModule(pl.LightningModule):
         predict_dir: str = "paintings",
         threads: ThreadsConfig = ThreadsConfig(),
         max_staleness: int = 0,
+        turns: int = 1,
+        feedback: Feedback = "text",
+        turn1_weight: float = 0.0,
         grpo_config: GRPOConfig | None = None,
         cpu_threads: int | None = None,
     ) -> None:
@@ -114,6 +118,10 @@ class GRPOModule(pl.LightningModule):
             threads: torch intra-op threads for the update and for decoding.
             max_staleness: batches sampled ahead of the update (0: on-policy); the update of a batch sampled
                 ahead is that many optimizer steps behind the policy that sampled it.
+            turns: 1: one sketch per trajectory; 2: the sketch is rendered and fed back and the policy revises it
+                in the same conversation, the trajectory scored on the revision (lit_watercolour/turns.py).
+            feedback: what turn 2 is shown: text (gate verdict, painted fraction, image-statistics parts), image, both.
+            turn1_weight: two turns: the reward is the revision's plus this times the first sketch's.
             grpo_config: the old name of `grpo`, accepted with a warning for one release.
             cpu_threads: the old name of `threads.update`, accepted with a warning for one release.
         """
@@ -143,9 +151,10 @@ class GRPOModule(pl.LightningModule):
         self.save_hyperparameters({
             "policy": asdict(self.policy_config), "sampling": asdict(self.sampling_config),
             "grpo": asdict(self.grpo_config), "optim": asdict(self.optim_config), "sampler": sampler,
-            "max_staleness": max_staleness,
+            "max_staleness": max_staleness, "turns": turns, "feedback": feedback, "turn1_weight": turn1_weight,
         })
         self.max_staleness = max_staleness
+        self.turns = TurnsConfig(turns, feedback, turn1_weight)
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
@@ -203,7 +212,7 @@ class GRPOModule(pl.LightningModule):
             reseed = self.trainer.world_size > 1 or self.max_staleness > 0
             self.pipeline = RolloutPipeline(self.sampler, rewards,
                                             {"size": self.render_pool_size, "config": self.render_config, **overrides},
-                                            self.device, self.global_rank, reseed, depth)
+                                            self.device, self.global_rank, reseed, depth, self.turns, self.tokenizer)
 
     def teardown(self, stage: str) -> None:
         if self.pipeline is not None:  # a batch still in flight finishes first: it renders with the pool

@@ -70,6 +70,7 @@ class Rollout:
     render: RenderResult | None = None
     gate: GateResult | None = None
     num_tokens: int = 0  # completion tokens
+    feedback: str | None = None  # a revision (turn 2): what the painter was told about its first sketch
 
 
 @dataclass
@@ -85,6 +86,9 @@ class RolloutBatch:
     old_logps: Tensor | None = None
     rewards: Tensor | None = None  # [N] the reward mix, NaN where missing; None when nothing scored it
     scores: dict[str, Tensor] = field(default_factory=dict)  # term name -> [N], 0 where a gated term skipped
+    # two turns (`lit_watercolour.turns`): the first sketches, row for row, scored; this batch's rows are the
+    # revisions and its samples the whole trajectories
+    turn1: RolloutBatch | None = None
 
 
 @dataclass

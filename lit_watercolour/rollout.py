@@ -10,7 +10,9 @@ gate rejects is never rendered. Scoring overlaps rendering: a streaming reward t
 starts on each row as soon as it is gated. Concurrency is one event loop (the render pool's pages, every
 HTTP scorer's calls and an HTTP sampler's requests, on one thread) and a small pool of worker threads for CPU and torch work (the gate's
 parse, image statistics, HPSv3); the policy itself is used only on the caller's thread. The batches sampled
-ahead (`GRPOModule.max_staleness`) wait in the pipeline's `PrefetchQueue`.
+ahead (`GRPOModule.max_staleness`) wait in the pipeline's `PrefetchQueue`. Two turns (`lit_watercolour.turns`):
+once the first sketches are rendered and gated, each row's conversation goes on with its feedback and the
+policy samples the revisions, which render as above; both turns are scored.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +32,22 @@ from lit_watercolour.overlap import PrefetchQueue, Timeline
 from lit_watercolour.records import RenderResult, Rollout, RolloutBatch
 from lit_watercolour.sandbox import RenderPool
 from lit_watercolour.sketch import extract_code
+from lit_watercolour.turns import (
+    Conversation,
+    TurnsConfig,
+    feedback_text,
+    join_turns,
+    scorer_parts,
+    trajectory_rewards,
+    turn_metrics,
+)
 
 if TYPE_CHECKING:
     from lit_watercolour.data import Prompt
     from lit_watercolour.rewards.base import RewardTerm
     from lit_watercolour.rewards.mix import RewardMix
-    from lit_watercolour.sampling import Sampler
+    from lit_watercolour.sampling import SampleBatch, Sampler
+    from lit_watercolour.sampling.base import PromptInput
 
 WORKERS = 2  # CPU work per row is milliseconds and mostly releases the GIL (numpy, PNG decoding)
 
@@ -46,8 +59,11 @@ class RolloutPipeline:
     sampled (DDP, or batches sampled ahead). `depth`: how many batches may be sampled ahead."""
 
     def __init__(self, sampler: Sampler, rewards: RewardMix | None, pool_args: dict, device: torch.device | None = None,
-                 rank: int = 0, reseed: bool = False, depth: int = 0) -> None:
+                 rank: int = 0, reseed: bool = False, depth: int = 0, turns: TurnsConfig = TurnsConfig(),
+                 tokenizer=None) -> None:
         self.sampler, self.rewards, self.rank, self.reseed = sampler, rewards, rank, reseed
+        self.turns = turns
+        self.conversation = Conversation(tokenizer) if turns.turns == 2 else None
         self.timeline = Timeline()
         self.prefetched = PrefetchQueue(depth)
         self.loop = asyncio.new_event_loop()
@@ -77,31 +93,62 @@ class RolloutPipeline:
     # --- a batch ---------------------------------------------------------------------------------
 
     def submit(self, prompts: list[Prompt], n: int, policy_version: int = 0, keep_logps: bool = False) -> Future[RolloutBatch]:
-        """Sample n completions of each prompt here, now; the future holds the batch once its renders, gate
-        and scores are in. `keep_logps`: the batch keeps the sampler's log-probs as `old_logps`."""
+        """Sample n completions of each prompt here, now (with two turns, their revisions too); the future holds
+        the batch once its renders, gate and scores are in. `keep_logps`: the batch keeps the sampler's
+        log-probs as `old_logps`."""
         if self.reseed:
             torch.manual_seed(group_seed(prompts[0].seed, self.rank))
+        samples, rollouts, rows, sampling = self.sample_turn(
+            [p.text for p in prompts], n,
+            lambda row, text: Rollout(prompt=prompts[row // n].subject, completion=text, group=row // n,
+                                      seed=prompts[row // n].seed))
+        first, first_rows = None, {}
+        if self.turns.turns == 2:
+            first, first_rows = RolloutBatch(samples, rollouts, {}, policy_version), rows
+            samples, rollouts, rows, sampling = self.revise(first, first_rows)
+        batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
+                                                 "time/at/sampling_end_s": sampling[2]}, policy_version,
+                             samples.logps if keep_logps else None, turn1=first)
+        return self.call(self.finish(batch, rows, first_rows))
+
+    def sample_turn(self, prompts: list[PromptInput], n: int, new_rollout: Callable[[int, str], Rollout]
+                    ) -> tuple[SampleBatch, list[Rollout], dict[int, Future], tuple]:
+        """Sample, and send each row to be rendered and gated the moment it ends: the samples, the rows'
+        rollouts, their `settle` futures and the sampling span."""
         rows: dict[int, Future] = {}
         rollouts: list[Rollout | None] = [None] * (len(prompts) * n)  # indexed by row: rows may end in any order
 
         def on_completion(row: int, text: str) -> None:
-            p = prompts[row // n]
-            code = extract_code(text)
-            r = rollouts[row] = Rollout(prompt=p.subject, completion=text, group=row // n, seed=p.seed, code=code)
-            r.gate = static_gate(code, text)
+            r = rollouts[row] = new_rollout(row, text)
+            r.code = extract_code(text)
+            r.gate = static_gate(r.code, text)
             rows[row] = self.call(self.settle(r))
 
         with self.timeline.span("sampling") as sampling:
-            samples = self.sampler.sample([p.text for p in prompts], n, on_completion)
+            samples = self.sampler.sample(prompts, n, on_completion)
         if None in rollouts:
             missing = [row for row, r in enumerate(rollouts) if r is None]
             raise RuntimeError(f"the sampler reported no completion for rows {missing}")
         for row, r in enumerate(rollouts):
-            r.num_tokens = int(samples.completion_mask[row].sum())
-        batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
-                                                 "time/at/sampling_end_s": sampling[2]}, policy_version,
-                             samples.logps if keep_logps else None)
-        return self.call(self.finish(batch, rows))
+            r.num_tokens = int(samples.num_tokens[row])
+        return samples, rollouts, rows, sampling
+
+    def revise(self, first: RolloutBatch, rows: dict[int, Future]) -> tuple[SampleBatch, list[Rollout], dict[int, Future], tuple]:
+        """Turn 2: once every first sketch is gated and rendered, each row's conversation goes on with its
+        feedback and the policy writes a revision; returns the trajectories (`turns.join_turns`), the
+        revisions' rollouts, their `settle` futures and the sampling span."""
+        for f in rows.values():
+            f.result()
+        parts = scorer_parts(self.rewards.terms) if self.rewards is not None else None
+        feedback = [feedback_text(r, parts(r.render.png) if parts and r.render and r.render.png else None)
+                    for r in first.rollouts]
+        prompts, segments = self.conversation.next_prompts(first.samples, feedback)
+        second, rollouts, second_rows, sampling = self.sample_turn(
+            prompts, 1, lambda row, text: Rollout(prompt=first.rollouts[row].prompt, completion=text,
+                                                  group=first.rollouts[row].group, seed=first.rollouts[row].seed,
+                                                  feedback=feedback[row]))
+        trajectories = join_turns(first.samples, segments, second, self.conversation.tokenizer.pad_token_id)
+        return trajectories, rollouts, second_rows, sampling
 
     def collect(self, prompts: list[Prompt], n: int) -> RolloutBatch:
         return self.submit(prompts, n).result()
@@ -131,10 +178,10 @@ class RolloutPipeline:
         with self.timeline.span(f"score_{term.name}"):
             return term.score_row(r)
 
-    async def finish(self, batch: RolloutBatch, rows: dict[int, Future]) -> RolloutBatch:
+    async def finish(self, batch: RolloutBatch, rows: dict[int, Future], first_rows: dict[int, Future]) -> RolloutBatch:
         t0 = time.perf_counter()
-        started = dict(zip(rows, await asyncio.gather(*(asyncio.wrap_future(f) for f in rows.values()))))
-        rendered = [r.render for r in batch.rollouts if r.render is not None]
+        started = await self.settled(rows)
+        rendered = [r.render for b in (batch, batch.turn1) if b is not None for r in b.rollouts if r.render is not None]
         tokens = float(batch.samples.num_tokens.sum())
         batch.metrics.update({
             "time/sampling_s": batch.samples.seconds,
@@ -145,8 +192,27 @@ class RolloutPipeline:
         })
         if self.rewards is None:
             return batch
-        t1, rollouts = time.perf_counter(), batch.rollouts
-        # the batch terms (HPSv3) start now, while the streaming terms' last rows (a judge's replies) finish
+        t1 = time.perf_counter()
+        batch.rewards, batch.scores, metrics = await self.score(batch.rollouts, started)
+        if batch.turn1 is not None:
+            first = batch.turn1
+            first.rewards, first.scores, _ = await self.score(first.rollouts, await self.settled(first_rows))
+            metrics.update(turn_metrics(batch.rewards, first.rewards, first.rollouts))
+            batch.rewards = trajectory_rewards(batch.rewards, first.rewards, self.turns.turn1_weight)
+        seconds = time.perf_counter() - t1
+        batch.metrics.update(metrics, **{"time/scoring_s": seconds,
+                                         "time/scoring_rollouts_per_s": len(batch.rollouts) / max(seconds, 1e-9)})
+        return batch
+
+    @staticmethod
+    async def settled(rows: dict[int, Future]) -> dict[int, dict[str, asyncio.Task]]:
+        """Each row's streaming terms' tasks, once the row is rendered and gated."""
+        return dict(zip(rows, await asyncio.gather(*(asyncio.wrap_future(f) for f in rows.values()))))
+
+    async def score(self, rollouts: list[Rollout], started: dict[int, dict[str, asyncio.Task]]
+                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, float]]:
+        """The mix of every term: the batch terms (HPSv3) start now, while the streaming terms' last rows (a
+        judge's replies) finish."""
         batch_terms = {t.name: self.loop.run_in_executor(self.work, self.rewards.score_term, t, rollouts, None,
                                                          self.timeline)
                        for t in self.rewards.terms if not t.streams}
@@ -156,11 +222,7 @@ class RolloutPipeline:
                 streamed[name][row] = await task
         scored = {t.name: await batch_terms[t.name] if t.name in batch_terms else
                   self.rewards.score_term(t, rollouts, streamed[t.name]) for t in self.rewards.terms}
-        batch.rewards, batch.scores, metrics = self.rewards.mix(rollouts, scored)
-        seconds = time.perf_counter() - t1
-        batch.metrics.update(metrics, **{"time/scoring_s": seconds,
-                                         "time/scoring_rollouts_per_s": len(rollouts) / max(seconds, 1e-9)})
-        return batch
+        return self.rewards.mix(rollouts, scored)
 
     # --- batches sampled ahead -------------------------------------------------------------------
 

@@ -102,7 +102,7 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
     the DAPO normaliser (under DDP, all ranks' tokens / world size, as TRL). `old_logps` [N, T]: the
     sampling policy's log-probs, the ratio's denominator, where the batch is reused or an older policy
     sampled it (`RolloutBatch.old_logps`); None on-policy."""
-    mask = samples.completion_mask.float()
+    mask = samples.policy_mask.float()  # a two-turn trajectory's feedback is attended, not learned
     if g.mask_truncated_completions:
         mask = grpo.mask_truncated_completions(mask, samples.truncated)
     device = next(model.parameters()).device.type

@@ -39,6 +39,7 @@ from lit_watercolour.sampling.vllm import (
     installed_gdn_prefill_backend,
 )
 from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
+from lit_watercolour.turns import Conversation, join_turns
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -429,6 +430,12 @@ def test_vllm_sampler_rows_logps_seeds_adapter_sync_and_close(vllm_policy, tmp_p
         assert again.texts == batch.texts and torch.equal(again.completion_ids, batch.completion_ids)
         assert other.texts != batch.texts
         assert len(set(batch.texts[:3])) > 1  # rows of one group differ
+
+        # a second turn (issue 38) goes through the same interface: the conversation's token ids, as they are
+        prompts, segments = Conversation(tokenizer).next_prompts(batch, ["It painted 3.0% of the canvas."] * 6)
+        trajectory = join_turns(batch, segments, sampler.sample(prompts, n=1), tokenizer.pad_token_id)
+        torch.testing.assert_close(trajectory.logps, policy_logps(model, trajectory, 0.9) * trajectory.sampled_mask,
+                                   atol=1e-5, rtol=0)
 
         # a trained step: the next batch samples from the new adapter
         old = copy.deepcopy(model)

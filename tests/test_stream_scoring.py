@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from judge_server import JudgeServer, always, completion, prefers_less_ink, request_images
-from lit_watercolour.data import Prompt
+from lit_watercolour.data import Prompt, chat_prompt
 from lit_watercolour.records import GateResult, RenderResult, Rollout
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.image_stats import ImageStatsTerm
@@ -18,9 +18,11 @@ from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rollout import RolloutPipeline
 from lit_watercolour.sketch import extract_code
+from lit_watercolour.turns import Conversation, TurnsConfig
 from lit_watercolour.offline.tiny_models import tiny_tokenizer
 from scripted_sampler import ScriptedSampler
 from terms import ready
+from tiny_painter import COMPLETIONS
 
 PROMPTS = [Prompt("a peach hibiscus", "p0", seed=11), Prompt("a blue iris", "p1", seed=22),
            Prompt("a red poppy", "p2", seed=33)]
@@ -144,3 +146,41 @@ def test_a_render_that_raises_is_an_infra_error_left_out_of_the_reward(pipeline,
     assert failed.gate.reason == "infra_error" and ok.gate.passed
     assert math.isnan(batch.rewards[1].item()) and batch.rewards[0].item() > 0
     assert batch.metrics["render/infra_error_frac"] == 0.5
+
+
+class TwoScripts:
+    """Turn 1's texts, then turn 2's, through `ScriptedSampler`; records the prompts each turn was given."""
+
+    def __init__(self, tokenizer, *turns: list[str]) -> None:
+        self.tokenizer, self.scripts, self.prompts = tokenizer, [ScriptedSampler(tokenizer, t) for t in turns], []
+
+    def sample(self, prompts, n, on_completion=None):
+        self.prompts.append(prompts)
+        text = [p if isinstance(p, str) else self.tokenizer.decode(p) for p in prompts]
+        return self.scripts[len(self.prompts) - 1].sample(text, n, on_completion)
+
+
+def test_two_turns_feed_the_verdict_back_and_score_the_revision(pipeline):
+    """Issue 38: each first sketch's verdict goes back into its conversation (as token ids) and the revision
+    is the trajectory's; a first sketch that failed the gate gets its turn 2 too."""
+    tokenizer = tiny_tokenizer()
+    sketch = f"```js\n{extract_code(COMPLETIONS[0])}\n```"  # one wash: a quick render
+    sampler = TwoScripts(tokenizer, ["no code in this one", sketch], [sketch, "still no code"])
+    pipeline.sampler, pipeline.rewards = sampler, RewardMix([GateTerm(0.5), ready(ImageStatsTerm(0.5))])
+    pipeline.turns, pipeline.conversation = TurnsConfig(2, "text", 0.25), Conversation(tokenizer)
+    try:
+        batch = pipeline.collect([Prompt("a peach hibiscus", chat_prompt(tokenizer, "a peach hibiscus"), seed=5)], 2)
+    finally:
+        pipeline.turns, pipeline.conversation = TurnsConfig(), None
+    first, revised = batch.turn1.rollouts, batch.rollouts
+    assert [r.gate.reason for r in first] == ["no_code", "ok"] and [r.gate.reason for r in revised] == ["ok", "no_code"]
+    assert "failed the gate (no_code)" in revised[0].feedback and "Nothing was rendered" in revised[0].feedback
+    assert "passed the gate" in revised[1].feedback and "of the canvas" in revised[1].feedback
+    assert "softness" in revised[1].feedback  # the image-statistics parts
+    # turn 2's prompt is turn 1's conversation with the feedback, as token ids
+    assert all(isinstance(p, list) for p in sampler.prompts[1])
+    assert revised[1].feedback in tokenizer.decode(sampler.prompts[1][1])
+    final = 0.5 * batch.scores["gate"] + 0.5 * batch.scores["image_stats"]
+    torch.testing.assert_close(batch.rewards, final + 0.25 * batch.turn1.rewards)
+    assert batch.turn1.rewards[0] == 0 and batch.turn1.rewards[1] > 0
+    assert batch.metrics["turns/gate_pass_rate_1"] == 0.5

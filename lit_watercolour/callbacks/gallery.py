@@ -62,7 +62,7 @@ def is_curve(key: str) -> bool:
     """The mixed reward, the gate pass rate, each term's mean (the gate's is its pass rate) and the
     image-statistics scorer's parts."""
     parts = key.split("/")
-    return key in ("reward", "gate/pass_rate") or (
+    return key in ("reward", "gate/pass_rate") or key.startswith("turns/") or (
         len(parts) == 3 and parts[0] == "reward" and parts[1] != "gate" and parts[2] in ("mean", *PARTS))
 
 
@@ -132,6 +132,9 @@ class RenderGallery(pl.Callback):
                 "gate": r.gate.reason, "detail": r.gate.detail, "png": f"step_{step:05d}/{i:02d}.png" if png else None,
                 "code": r.code or r.completion,
             })
+            if step_result.batch.turn1 is not None:  # two turns: the first sketch and what it was told
+                self.entries[-1]["turn1"] = first_turn(step_result.batch.turn1, i, step_dir)
+                self.entries[-1]["feedback"] = r.feedback
         sheet = contact_sheet([r.render.png if r.render else None for r in rollouts], labels, self.columns)
         sheet.save(out / f"contact_step_{step:05d}.png")
         (out / "gallery.json").write_text(json.dumps(self.entries))
@@ -140,6 +143,16 @@ class RenderGallery(pl.Callback):
         if trainer.logger is not None and hasattr(trainer.logger, "experiment") and hasattr(trainer.logger.experiment, "add_image"):
             image = torch.from_numpy(np.asarray(sheet)).permute(2, 0, 1)
             trainer.logger.experiment.add_image("contact_sheet", image, step)
+
+
+def first_turn(turn1, i: int, step_dir: Path) -> dict:
+    """Row i's first sketch as a gallery entry's `turn1`: its render beside the revision's, reward, gate, code."""
+    r = turn1.rollouts[i]
+    png = r.render.png if r.render is not None else None
+    if png is not None:
+        (step_dir / f"{i:02d}_turn1.png").write_bytes(png)
+    return {"reward": float(turn1.rewards[i]), "gate": r.gate.reason, "detail": r.gate.detail,
+            "png": f"{step_dir.name}/{i:02d}_turn1.png" if png else None, "code": r.code or r.completion}
 
 
 def fmt(x: float | None) -> str:
@@ -192,14 +205,18 @@ def curve_panels(curve: list[dict], marks: list[int]) -> str:
 
 
 def card(e: dict, folder: Path) -> str:
-    """One painting beside its reward terms and its code."""
+    """One painting beside its reward terms and its code; two turns: the first sketch and its feedback before it."""
+    first = ""
+    if e.get("turn1"):
+        t = {**e["turn1"], "step": e["step"], "index": f'{e["index"]} turn 1', "terms": {}}
+        first = card(t, folder) + f'<pre class=feedback>{html.escape(e["feedback"] or "")}</pre>'
     if e["png"]:
         img = f'<a href="{html.escape(e["png"])}"><img src="{thumbnail_uri(folder / e["png"])}" width="{THUMB}" height="{THUMB}" alt="step {e["step"]} #{e["index"]}"></a>'
     else:
         img = "<div class=none>no render</div>"
     terms = "".join(f"<li>{html.escape(k)}: {fmt(v)}</li>" for k, v in e["terms"].items())
     gate = "passed" if e["gate"] == "ok" else f'failed: {html.escape(e["gate"])} {html.escape(e["detail"])}'
-    return (
+    return first + (
         f'<div class=card>{img}<div class=terms><b>#{e["index"]}</b> reward <b>{fmt(e["reward"])}</b><br>'
         f'gate {gate}<ul>{terms}</ul></div><pre class=code>{html.escape(e["code"])}</pre></div>'
     )
@@ -234,6 +251,7 @@ STYLE = (
     ".terms{width:210px;flex:none}.terms ul{padding-left:18px;margin:4px 0}"
     ".code{flex:1;height:256px;overflow:auto;background:#f6f6f6;margin:0;font-size:11px}"
     ".none{width:256px;height:256px;background:#ccc;flex:none}.none.small{width:160px;height:160px}"
+    ".feedback{background:#fff8e6;margin:0;padding:6px;font-size:12px;white-space:pre-wrap}"
 )
 
 

@@ -19,7 +19,7 @@ import lightning.pytorch as pl
 import torch
 from torch import Tensor
 
-from lit_watercolour.records import Rollout, StepResult
+from lit_watercolour.records import Rollout, RolloutBatch, StepResult
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 
@@ -30,11 +30,12 @@ def _number(x: float) -> float | None:
 
 def rollout_records(
     step: int, rollouts: list[Rollout], scores: dict[str, Tensor], rewards: Tensor, advantages: Tensor,
-    policy_version: int = 0,
+    policy_version: int = 0, turn1: RolloutBatch | None = None,
 ) -> list[dict]:
     """One JSON-ready dict per rollout of `step` (the global step after its update); `policy_version`: the
-    optimizer step count of the weights that sampled them (one behind the update's with `max_staleness` 1)."""
-    return [
+    optimizer step count of the weights that sampled them (one behind the update's with `max_staleness` 1).
+    Two turns: each row is the revision, with the `feedback` it was given and its first sketch as `turn1`."""
+    records = [
         {
             "step": step,
             "group": r.group,
@@ -51,6 +52,14 @@ def rollout_records(
         }
         for row, r in enumerate(rollouts)
     ]
+    if turn1 is not None:
+        for row, (record, first) in enumerate(zip(records, turn1.rollouts, strict=True)):
+            record["feedback"] = rollouts[row].feedback
+            record["turn1"] = {"completion": first.completion, "code": first.code,
+                               "gate": first.gate.reason if first.gate is not None else None,
+                               "scores": {name: _number(float(s[row])) for name, s in turn1.scores.items()},
+                               "reward": _number(float(turn1.rewards[row])) if turn1.rewards is not None else None}
+    return records
 
 
 class RolloutLog:
@@ -116,7 +125,7 @@ class RolloutLogger(pl.Callback):
             return
         step: StepResult = outputs["step"]
         records = rollout_records(trainer.global_step, step.batch.rollouts, step.scores, step.rewards, step.advantages,
-                                  step.batch.policy_version)
+                                  step.batch.policy_version, step.batch.turn1)
         if trainer.world_size > 1:
             for r in records:
                 r["rank"] = trainer.global_rank  # "row" is the row on its rank

@@ -127,19 +127,28 @@ class SampleBatch:
     # what a sampling engine (vLLM) reported for the distribution it drew from (after top-k/top-p);
     # None where the backend has no engine of its own (hf)
     sampler_logps: Tensor | None = None
+    # [N, C] 1 on the tokens the policy sampled, where the completion holds others too (a two-turn trajectory's
+    # feedback, `lit_watercolour.turns`); None: every completion token is the policy's
+    sampled_mask: Tensor | None = None
+
+    @property
+    def policy_mask(self) -> Tensor:
+        """[N, C] the tokens the policy sampled: the ones the loss counts."""
+        return self.completion_mask if self.sampled_mask is None else self.sampled_mask
 
     @property
     def num_tokens(self) -> Tensor:
-        return self.completion_mask.sum(1)
+        return self.policy_mask.sum(1)
 
 
+PromptInput = str | list[int]  # chat-templated text, or token ids (a conversation's next turn: never re-tokenised)
 OnCompletion = Callable[[int, str], None]  # (row, decoded text), called as soon as a row is decoded
 
 
 class Sampler(Protocol):
     """Samples completions of chat prompts; `sync_weights` after every optimizer step."""
 
-    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
 
     def sync_weights(self, model: torch.nn.Module) -> None: ...
 
@@ -236,5 +245,6 @@ def policy_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def prompt_token_ids(tokenizer, prompts: list[str]) -> list[list[int]]:
-    return tokenizer(prompts, add_special_tokens=False).input_ids  # the chat template already has its specials
+def prompt_token_ids(tokenizer, prompts: list[PromptInput]) -> list[list[int]]:
+    """Each prompt's ids: text tokenised (the chat template already has its specials), ids as they are."""
+    return [p if isinstance(p, list) else tokenizer(p, add_special_tokens=False).input_ids for p in prompts]

@@ -22,10 +22,12 @@ from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
 from lit_watercolour.policy import adapter_merged
 from lit_watercolour.sampling.base import (
     OnCompletion,
+    PromptInput,
     SampleBatch,
     SamplingConfig,
     completion_mask_and_truncation,
     decode,
+    prompt_token_ids,
     stop_token_ids,
     with_policy_logps,
 )
@@ -96,10 +98,11 @@ class HFSampler:
         )[:, prompt_ids.shape[1] :]
 
     @torch.no_grad()
-    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         start, c = time.perf_counter(), self.config
         rows = [p for p in prompts for _ in range(n)]
-        enc = self.tokenizer(rows, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        enc = self.tokenizer.pad({"input_ids": prompt_token_ids(self.tokenizer, rows)}, padding=True, padding_side="left",
+                                 return_tensors="pt")
         device = next(self.model.parameters()).device
         prompt_ids, prompt_mask = enc.input_ids.to(device), enc.attention_mask.to(device)
         was_training = self.model.training

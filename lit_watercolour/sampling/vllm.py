@@ -43,6 +43,7 @@ from lit_watercolour.policy import merged_weights
 from lit_watercolour.sampling.base import (
     Completion,
     OnCompletion,
+    PromptInput,
     SampleBatch,
     SamplingConfig,
     VLLMConfig,
@@ -351,7 +352,7 @@ class VLLMSampler(EngineSampler):
             output_kind=self.final_only,  # step() reports a request once, when it ends
         )
 
-    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
         lora = self.LoRARequest(**self.adapter.lora_request_args()) if self.lora else None

@@ -18,6 +18,7 @@ import torch
 from lit_watercolour.sampling.base import (
     Completion,
     OnCompletion,
+    PromptInput,
     SampleBatch,
     SamplingConfig,
     VLLMConfig,
@@ -125,7 +126,7 @@ class VLLMServerSampler(EngineSampler):
             await asyncio.gather(*(complete(client, first, body) for first, body in requests))
         return done
 
-    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
         done = self.run(self.request(ids, n, on_completion))
