@@ -327,14 +327,26 @@ def test_nothing_a_sketch_left_running_survives_into_the_next_render(monkeypatch
     from lit_watercolour.sandbox.processes import cpu_seconds
 
     spinners: list[int] = []
+    pools: list[RenderPool] = []
     real_renew = pool_module.renew
 
     async def renew_after_spinning(warm):
-        if not spinners:  # the page's renderer: of the browser's renderers, the one that just painted
+        if not spinners:
+            # the spare page warming beside it is let finish, so that of the browser's renderers only
+            # the page's own burns CPU in the fixed work below: that one is the page's renderer
+            spare = pools[0]._warming - {asyncio.current_task()}
+            if spare:
+                await asyncio.wait(spare)
             renderers = [pid for kind, pid in await processes(warm.owner.cdp) if kind == "renderer"]
-            spinners.append(max(renderers, key=cpu_seconds))
+            before = {pid: cpu_seconds(pid) for pid in renderers}
             # answered once the spin is queued behind the answer: it runs when renew() starts
-            await warm.page.evaluate("() => new Promise((answer) => { setTimeout(answer, 0); setTimeout(() => { for (;;) {} }, 0); })")
+            await warm.page.evaluate("""() => new Promise((answer) => {
+              let work = 0;
+              for (let i = 0; i < 3e8; i++) work += i & 1;
+              setTimeout(() => answer(work), 0);
+              setTimeout(() => { for (;;) {} }, 0);
+            })""")
+            spinners.append(max(renderers, key=lambda pid: cpu_seconds(pid) - before[pid]))
         return await real_renew(warm)
 
     monkeypatch.setattr(pool_module, "renew", renew_after_spinning)
@@ -347,6 +359,7 @@ def test_nothing_a_sketch_left_running_survives_into_the_next_render(monkeypatch
 
     async def scenario():
         async with RenderPool(size=1, browsers=1, timeout_s=60.0) as pool:
+            pools.append(pool)
             first = await pool.render(SMALL, 0)
             await pool.settled()  # the page is renewed: the next sketch may start
             left = [pid for pid in spinners if alive(pid)]
