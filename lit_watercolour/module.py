@@ -47,12 +47,14 @@ from typing import Literal
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import ThroughputMonitor
 from torch import Tensor
 
 from lit_watercolour import grpo
 from lit_watercolour.callbacks.paintings import PaintingWriter
 from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
+from lit_watercolour.flops import update_flops
 from lit_watercolour.overlap import busy_idle_metrics
 from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict, update_defaults
 from lit_watercolour.records import Rollout, RolloutBatch, StepResult
@@ -170,11 +172,15 @@ class GRPOModule(pl.LightningModule):
         self.sampler = None
         self.pipeline: RolloutPipeline | None = None
         self._resumed_rng: dict | None = None
+        self.step_tokens, self.flops_per_batch = 0.0, 0.0  # the last step's, for the ThroughputMonitor
 
     # --- setup ---------------------------------------------------------------------------------
 
     def configure_callbacks(self) -> list[pl.Callback]:
-        return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations)]
+        # tokens/s, rollouts/s and MFU (on a GPU Lightning knows the peak of) over each step's period
+        rows = lambda prompts: len(prompts) * (self.grpo_config.num_generations // self.trainer.world_size)  # noqa: E731
+        throughput = ThroughputMonitor(batch_size_fn=rows, length_fn=lambda prompts: self.step_tokens, window_size=2)
+        return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations), throughput]
 
     def configure_model(self) -> None:
         # Lightning calls this before the dataloaders are built, so the data module can use the tokenizer
@@ -333,8 +339,11 @@ class GRPOModule(pl.LightningModule):
                                              self.sampling_config, self.optim_config, self.optimizers(),
                                              self.lr_schedulers(), self.manual_backward, world_tokens, batch.old_logps))
         samples = batch.samples
-        tokens = float(samples.completion_mask.sum() + samples.prompt_mask.sum()) * self.num_iterations
-        return {**metrics, **rate("update", t0, tokens, "tokens"), "train/skipped_missing": float(skip)}
+        self.step_tokens = float(samples.completion_mask.sum() + samples.prompt_mask.sum())
+        rows, seq_len = samples.completion_ids.shape[0], samples.prompt_ids.shape[1] + samples.completion_ids.shape[1]
+        self.flops_per_batch = 0.0 if skip else update_flops(self.policy_model, rows, seq_len) * self.num_iterations
+        return {**metrics, **rate("update", t0, self.step_tokens * self.num_iterations, "tokens"),
+                "train/skipped_missing": float(skip)}
 
     def log_step(self, metrics: dict[str, float], batch_size: int) -> None:
         shown = ("reward", "gate/pass_rate", "time/step_s")  # on the progress bar

@@ -61,6 +61,7 @@ import torch
 
 from lit_watercolour import grpo
 from lit_watercolour.data import chat_prompt
+from lit_watercolour.flops import update_flops
 from lit_watercolour.kernels.attention import AttentionBackend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep
 from lit_watercolour.kernels.compile import compile_seconds
@@ -231,36 +232,6 @@ class Variant:
                             compile_layers=self.compile if self.compile == "auto" else bool(int(self.compile)),
                             attention_backend=self.sdpa, quantization=self.quant, lora_r=args.lora_r,
                             lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
-
-
-def update_flops(model, rows: int, seq_len: int) -> float:
-    """Model FLOPs of one update (forward + backward, no recomputation) over rows x seq_len tokens.
-
-    Matmuls: 2 per weight per token forward, 2 backward for the input gradient; frozen weights get
-    no weight gradient, the adapter's get 2 more. MoE experts count top_k / num_experts of their
-    weights; the LM head counts once (tied or not), the embedding lookup not at all. Causal
-    attention of each full-attention layer: 2*T^2*heads*head_dim forward (QK^T and PV over half
-    the square), twice that backward. Norms, activations and linear-attention recurrences are not counted.
-    """
-    cfg = model.config.get_text_config()
-    experts = getattr(cfg, "num_experts", None) or 0
-    active = cfg.num_experts_per_tok / experts if experts else 1.0
-    embed = model.get_input_embeddings().weight
-    frozen = adapter = 0.0
-    for name, p in model.named_parameters():
-        if p.ndim < 2 or "visual" in name or p is embed:
-            continue
-        if p.requires_grad:
-            adapter += p.numel()
-        else:
-            frozen += p.numel() * (active if p.ndim == 3 and p.shape[0] == experts else 1.0)
-    if model.get_output_embeddings().weight is embed:  # tied: the head is the embedding, skipped above
-        frozen += embed.numel()
-    layer_types = getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    attention = 3 * 2 * rows * seq_len**2 * cfg.num_attention_heads * head_dim * layer_types.count("full_attention")
-    tokens = rows * seq_len
-    return 4 * tokens * frozen + 6 * tokens * adapter + attention
 
 
 @contextlib.contextmanager

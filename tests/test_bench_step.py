@@ -93,7 +93,8 @@ def test_update_flops_count_matmuls_and_causal_attention():
     """Qwen3-4B shapes at 8 x 8222 tokens: 4 x tokens x 4.02e9 matmul weights + 6 T^2 heads*head_dim per layer."""
     sys.path.insert(0, str(SCRIPT.parent))
     import torch
-    from bench_step import PRESETS, model_config, update_flops
+    from bench_step import PRESETS, model_config
+    from lit_watercolour.flops import update_flops
 
     from lit_watercolour.policy import model_class
     from lit_watercolour.offline.tiny_models import tiny_tokenizer

@@ -1,8 +1,7 @@
-"""The gallery: curves from the run's metrics, first against last snapshot, every snapshot reachable,
-each painting beside its code and terms, in one HTML file that opens offline (checked in Chromium)."""
+"""The gallery: first against last snapshot, every snapshot reachable, each painting beside its code and
+terms, in one HTML file that opens offline (checked in Chromium); the curves are the logger's."""
 
 import json
-import re
 import subprocess
 import sys
 from io import BytesIO
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from lit_watercolour.callbacks.gallery import contact_sheet, curve_row, early_late_picture, write_gallery
+from lit_watercolour.callbacks.gallery import contact_sheet, early_late_picture, write_gallery
 from lit_watercolour.sandbox import chromium_executable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +27,7 @@ def painting(colour: str) -> bytes:
 
 @pytest.fixture
 def run_gallery(tmp_path):
-    """A gallery folder as RenderGallery leaves it: 4 snapshots of 4 paintings, 12 steps of metrics."""
+    """A gallery folder as RenderGallery leaves it: 4 snapshots of 4 paintings."""
     entries = []
     for step in STEPS:
         (tmp_path / f"step_{step:05d}").mkdir()
@@ -44,31 +43,14 @@ def run_gallery(tmp_path):
                             "detail": "" if passed else "0.1% painted", "png": f"step_{step:05d}/{i:02d}.png" if png else None,
                             "code": f"function setup() {{ /* step {step} painting {i} <&> */ }}"})
         contact_sheet(pngs, [str(i) for i in range(4)]).save(tmp_path / f"contact_step_{step:05d}.png")
-    metrics = [{"reward": 0.5 + s / 100, "gate/pass_rate": 0.75 if s == 1 else 1.0, "reward/image_stats/mean": 0.6 + s / 200,
-                "reward/image_stats/std": 0.1, "reward/image_stats/clean": 0.8 + s / 100, "reward/gate/mean": 1.0, "time/step_s": 9.0}
-               for s in range(1, 13)]
-    curve = [curve_row(s, m) for s, m in enumerate(metrics, 1)]
     (tmp_path / "gallery.json").write_text(json.dumps(entries))
-    (tmp_path / "curve.json").write_text(json.dumps(curve))
-    return tmp_path, entries, curve
+    return tmp_path, entries
 
 
-def test_curve_rows_keep_reward_curves_and_drop_summaries():
-    row = curve_row(3, {"reward": 0.5, "gate/pass_rate": 1.0, "reward/image_stats/mean": 0.6, "reward/image_stats/std": 0.1,
-                        "reward/image_stats/clean": 0.9, "time/step_s": 8.0, "reward/judge/mean": float("nan"),
-                        "reward/gate/mean": 1.0, "reward/gate/fail/blank_canvas": 0.0, "reward/length/code_tokens": 700.0})
-    assert row == {"step": 3, "reward": 0.5, "gate/pass_rate": 1.0, "reward/image_stats/mean": 0.6, "reward/image_stats/clean": 0.9}
-
-
-def test_gallery_holds_the_curves_and_the_first_and_last_snapshot(run_gallery):
-    folder, entries, curve = run_gallery
-    page = write_gallery(folder, entries, curve).read_text()
-    titles = re.findall(r'<svg class="curve"[^>]*aria-label="([^"]+)"', page)
-    assert titles[:2] == ["reward (the mix)", "gate pass rate"]
-    assert titles[2:] == ["reward/image_stats", "reward/image_stats/clean"]
-    # each curve has one point per logged step
-    reward_svg = page[page.index('aria-label="reward (the mix)"'):].split("</svg>")[0]
-    assert reward_svg.count("<circle") == 12
+def test_gallery_holds_the_first_and_last_snapshot_and_points_at_the_curves(run_gallery):
+    folder, entries = run_gallery
+    page = write_gallery(folder, entries).read_text()
+    assert "<svg" not in page and 'href="../metrics.csv"' in page  # curves: the logger's files, beside the gallery
     side = page[page.index("Earliest against latest"):page.index("Every snapshot")]
     assert 'href="#step-1"' in side and 'href="#step-12"' in side
     assert "3/4 pass the gate" in side and "mean reward 0.620, 4/4 pass the gate" in side
@@ -84,9 +66,9 @@ def test_gallery_opens_offline_in_chromium(run_gallery, tmp_path_factory):
     """Loaded from a copy with no image files beside it, in headless Chromium: everything shows, nothing is fetched."""
     from playwright.sync_api import sync_playwright
 
-    folder, entries, curve = run_gallery
+    folder, entries = run_gallery
     alone = tmp_path_factory.mktemp("alone") / "gallery.html"
-    alone.write_text(write_gallery(folder, entries, curve).read_text())
+    alone.write_text(write_gallery(folder, entries).read_text())
     requests = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_executable(), headless=True)
@@ -95,18 +77,17 @@ def test_gallery_opens_offline_in_chromium(run_gallery, tmp_path_factory):
             page.on("request", lambda r: requests.append(r.url))
             page.goto(alone.as_uri())
             shown = page.evaluate("""() => ({
-                curves: document.querySelectorAll('svg.curve polyline').length,
                 images: [...document.images].filter(i => i.complete && i.naturalWidth === 256).length,
                 sections: document.querySelectorAll('section[id^=step-]').length})""")
         finally:
             browser.close()
-    assert shown["curves"] == 4 and shown["sections"] == len(STEPS)
+    assert shown["sections"] == len(STEPS)
     assert shown["images"] == 15 + 7  # every inlined thumbnail decoded
     assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
 
 
 def test_early_late_picture_and_rebuild_from_the_folder(run_gallery):
-    folder, entries, _ = run_gallery
+    folder, entries = run_gallery
     picture = early_late_picture(folder, entries)
     sheet = Image.open(folder / "contact_step_00001.png")
     assert picture.width > 2 * sheet.width and picture.height == sheet.height + 24

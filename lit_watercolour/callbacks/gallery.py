@@ -3,15 +3,14 @@
 Every `every_n_steps` optimizer steps (and at the first and last step) the step's group of
 renders becomes a *snapshot*: a contact sheet (PNG, each tile labelled with its reward or gate
 failure), the renders and their code in `step_NNNNN/`, and an entry per painting in
-`gallery.json`. Every step the run's metrics (reward, gate pass rate, each term's mean and the
-image-statistics scorer's parts) are appended to `curve.json`. From those two files `gallery.html` is
-rewritten at each snapshot, so an interrupted run still leaves one behind. It is one file that
-opens offline: reward curves drawn as inline SVG, the earliest and latest snapshots side by
-side, then every snapshot, each painting (inlined as a JPEG thumbnail) beside its reward terms
-and code; `early_vs_late.png` is the first and last contact sheet side by side. Every step's
+`gallery.json`. From that file `gallery.html` is rewritten at each snapshot, so an interrupted run
+still leaves one behind. It is one file that opens offline, for the people who look at paintings: the
+earliest and latest snapshots side by side, then every snapshot, each painting (inlined as a JPEG
+thumbnail) beside its reward terms and code; `early_vs_late.png` is the first and last contact sheet
+side by side. Curves are the logger's (metrics.csv, TensorBoard), in the version folder above the gallery. Every step's
 renders are also kept beside the run's `rollouts.jsonl` (`renders/step_NNNNN/`), for
 `scripts/export_rollouts.py`.
-`python -m lit_watercolour.callbacks.gallery RUN/gallery` rebuilds both from the two files.
+`python -m lit_watercolour.callbacks.gallery RUN/gallery` rebuilds both from gallery.json.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from PIL import Image, ImageDraw
 
 from lit_watercolour.callbacks.runlog import log_root
 from lit_watercolour.records import StepResult
-from lit_watercolour.rewards.image_stats import PARTS
 
 TILE = 192  # contact sheet thumbnail side, pixels
 LABEL_H = 30
@@ -58,23 +56,6 @@ def rollout_label(reward: float, passed: bool, reason: str) -> str:
     return f"R {reward:.3f}" if passed else f"fail: {reason}"
 
 
-def is_curve(key: str) -> bool:
-    """The mixed reward, the gate pass rate, each term's mean (the gate's is its pass rate) and the
-    image-statistics scorer's parts."""
-    parts = key.split("/")
-    return key in ("reward", "gate/pass_rate") or key.startswith("turns/") or (
-        len(parts) == 3 and parts[0] == "reward" and parts[1] != "gate" and parts[2] in ("mean", *PARTS))
-
-
-def curve_row(step: int, metrics: dict) -> dict[str, float]:
-    """The plotted metrics of one step, out of everything the step logged."""
-    row = {"step": step}
-    for key, value in metrics.items():
-        if is_curve(key) and math.isfinite(float(value)):
-            row[key] = float(value)
-    return row
-
-
 class RenderGallery(pl.Callback):
     def __init__(self, every_n_steps: int = 5, columns: int = 4, dirname: str = "gallery", keep_renders: bool = True) -> None:
         """
@@ -89,7 +70,6 @@ class RenderGallery(pl.Callback):
         self.columns = columns
         self.dirname = dirname
         self.entries: list[dict] = []
-        self.curve: list[dict] = []
 
     def run_dir(self, trainer: pl.Trainer) -> Path:
         return Path(trainer.log_dir or trainer.default_root_dir) / self.dirname
@@ -108,8 +88,6 @@ class RenderGallery(pl.Callback):
         step = trainer.global_step
         out = self.run_dir(trainer)
         out.mkdir(parents=True, exist_ok=True)
-        self.curve.append(curve_row(step, trainer.callback_metrics))
-        (out / "curve.json").write_text(json.dumps(self.curve))
         rollouts = step_result.batch.rollouts
         root = log_root(trainer)
         if self.keep_renders and root is not None:  # beside the run log
@@ -138,7 +116,7 @@ class RenderGallery(pl.Callback):
         sheet = contact_sheet([r.render.png if r.render else None for r in rollouts], labels, self.columns)
         sheet.save(out / f"contact_step_{step:05d}.png")
         (out / "gallery.json").write_text(json.dumps(self.entries))
-        write_gallery(out, self.entries, self.curve)
+        write_gallery(out, self.entries)
         early_late_picture(out, self.entries).save(out / "early_vs_late.png")
         if trainer.logger is not None and hasattr(trainer.logger, "experiment") and hasattr(trainer.logger.experiment, "add_image"):
             image = torch.from_numpy(np.asarray(sheet)).permute(2, 0, 1)
@@ -164,44 +142,6 @@ def thumbnail_uri(path: Path) -> str:
     buf = BytesIO()
     Image.open(path).convert("RGB").resize((THUMB, THUMB), Image.LANCZOS).save(buf, format="JPEG", quality=85)
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
-def svg_curve(title: str, points: list[tuple[int, float]], marks: list[int], width: int = 300, height: int = 150) -> str:
-    """One small line chart: the values per step, with the snapshot steps as ticks under it."""
-    left, right, top, bottom = 42, 8, 20, 24
-    steps, values = [p[0] for p in points], [p[1] for p in points]
-    x0, x1 = min(steps + marks), max(steps + marks)
-    lo, hi = min(values), max(values)
-    if hi - lo < 1e-9:
-        lo, hi = lo - 0.5, hi + 0.5
-    sx = lambda s: left + (s - x0) / max(x1 - x0, 1) * (width - left - right)  # noqa: E731
-    sy = lambda v: top + (hi - v) / (hi - lo) * (height - top - bottom)  # noqa: E731
-    line = " ".join(f"{sx(s):.1f},{sy(v):.1f}" for s, v in points)
-    dots = "".join(f'<circle cx="{sx(s):.1f}" cy="{sy(v):.1f}" r="2"/>' for s, v in points)
-    ticks = "".join(f'<line x1="{sx(s):.1f}" x2="{sx(s):.1f}" y1="{height - bottom}" y2="{height - bottom + 4}"/>' for s in marks)
-    return (
-        f'<svg class="curve" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">'
-        f'<text x="{left}" y="13" class="title">{html.escape(title)}</text>'
-        f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" class="frame"/>'
-        f'<text x="{left - 4}" y="{top + 9}" class="ylab">{hi:.3f}</text>'
-        f'<text x="{left - 4}" y="{height - bottom}" class="ylab">{lo:.3f}</text>'
-        f'<text x="{left}" y="{height - 6}" class="xlab">step {x0}</text>'
-        f'<text x="{width - right}" y="{height - 6}" class="xlab" text-anchor="end">{x1}</text>'
-        f'<g class="ticks">{ticks}</g><polyline points="{line}" class="line"/><g class="dots">{dots}</g></svg>'
-    )
-
-
-def curve_panels(curve: list[dict], marks: list[int]) -> str:
-    logged = {k for row in curve for k in row if is_curve(k)} - {"reward", "gate/pass_rate"}
-    means = sorted(k for k in logged if k.endswith("/mean"))
-    keys = ["reward", "gate/pass_rate", *means, *sorted(logged - set(means))]
-    panels = []
-    for key in keys:
-        points = [(row["step"], row[key]) for row in curve if key in row]
-        if points:
-            title = {"reward": "reward (the mix)", "gate/pass_rate": "gate pass rate"}.get(key, key.removesuffix("/mean"))
-            panels.append(svg_curve(title, points, marks))
-    return "".join(panels)
 
 
 def card(e: dict, folder: Path) -> str:
@@ -243,10 +183,7 @@ def side_by_side(first: list[dict], last: list[dict], folder: Path) -> str:
 
 STYLE = (
     "body{font:14px sans-serif;margin:16px;color:#222}h2{margin-top:28px}nav a{margin-right:10px}"
-    ".curves{display:flex;flex-wrap:wrap;gap:8px}.curve .title{font-size:12px;font-weight:bold}"
-    ".curve .frame{fill:#fafafa;stroke:#ccc}.curve .line{fill:none;stroke:#1f6fb2;stroke-width:1.5}"
-    ".curve .dots{fill:#1f6fb2}.curve .ticks{stroke:#c33}.curve .ylab{font-size:10px;text-anchor:end}"
-    ".curve .xlab{font-size:10px}.pair{display:flex;gap:24px}.col{flex:1}.tiles{display:flex;flex-wrap:wrap;gap:4px}"
+    ".pair{display:flex;gap:24px}.col{flex:1}.tiles{display:flex;flex-wrap:wrap;gap:4px}"
     ".card{display:flex;gap:10px;align-items:flex-start;border-bottom:1px solid #ddd;padding:8px 0}"
     ".terms{width:210px;flex:none}.terms ul{padding-left:18px;margin:4px 0}"
     ".code{flex:1;height:256px;overflow:auto;background:#f6f6f6;margin:0;font-size:11px}"
@@ -255,15 +192,13 @@ STYLE = (
 )
 
 
-def write_gallery(folder: Path, entries: list[dict], curve: list[dict]) -> Path:
-    """gallery.html in `folder`: curves, first against last snapshot, then every snapshot, newest first."""
+def write_gallery(folder: Path, entries: list[dict]) -> Path:
+    """gallery.html in `folder`: first against last snapshot, then every snapshot, newest first."""
     steps = sorted({e["step"] for e in entries})
     by_step = {s: sorted((e for e in entries if e["step"] == s), key=lambda e: e["index"]) for s in steps}
-    parts = [f"<h1>lit-watercolour gallery</h1><p>{len(curve)} steps logged, {len(steps)} snapshots "
-             f"(steps {', '.join(map(str, steps))}), {len(entries)} paintings.</p>"]
-    if curve:
-        parts.append(f"<h2>Learning curves</h2><p>Per step; red ticks mark the snapshot steps.</p>"
-                     f"<div class=curves>{curve_panels(curve, steps)}</div>")
+    parts = [f"<h1>lit-watercolour gallery</h1><p>{len(steps)} snapshots (steps {', '.join(map(str, steps))}), "
+             f"{len(entries)} paintings. Learning curves: the logger's, in the run's folder above this one "
+             f"(<a href=\"../metrics.csv\">metrics.csv</a>, or <code>tensorboard --logdir</code> that folder).</p>"]
     if steps:
         parts.append(f"<h2>Earliest against latest snapshot</h2>{side_by_side(by_step[steps[0]], by_step[steps[-1]], folder)}")
         nav = " ".join(f'<a href="#step-{s}">step {s}</a>' for s in steps)
@@ -300,9 +235,7 @@ def main() -> None:
     ap.add_argument("folder", type=Path, help="e.g. runs/default/version_0/gallery")
     args = ap.parse_args()
     entries = json.loads((args.folder / "gallery.json").read_text())
-    curve_file = args.folder / "curve.json"
-    curve = json.loads(curve_file.read_text()) if curve_file.exists() else []
-    print(write_gallery(args.folder, entries, curve))
+    print(write_gallery(args.folder, entries))
     if entries:
         early_late_picture(args.folder, entries).save(args.folder / "early_vs_late.png")
         print(args.folder / "early_vs_late.png")
