@@ -276,6 +276,7 @@ class StandIns(pl.Callback):
                **{f"stage/{k}": round(v, 3) for k, v in stage_times(m).items()},
                "decode_path": getattr(pl_module.sampler.inner, "decode_path", pl_module.sampler_backend),
                "staleness": m.get("train/staleness"), "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
+               **{k: round(m[k], 4) for k in sorted(m) if k.startswith("turns/")},
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
                "judge_failures": m.get("reward/judge/failures"),
                "gate_reasons": dict(Counter(r.gate.reason for r in outputs["step"].batch.rollouts)),
