@@ -190,6 +190,8 @@ class RolloutPipeline:
             "time/render_mean_s": sum(x.elapsed_s for x in rendered) / max(1, len(rendered)),
             "time/renders": float(len(rendered)),
         })
+        if batch.turn1 is not None:  # time/sampling_s is both turns'
+            batch.metrics["time/sampling_turn1_s"] = batch.turn1.samples.seconds
         if self.rewards is None:
             return batch
         t1 = time.perf_counter()

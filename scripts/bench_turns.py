@@ -82,10 +82,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--parallel", type=int, default=1, help="runs at once")
     ap.add_argument("--cpus-per-run", type=int, default=0, help="cores each run is pinned to (0: not pinned)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_turns")
+    ap.add_argument("--collect", action="store_true", help="read the runs already in --out (OUT/<arm>/seed<S>), fit nothing")
     args, overrides = ap.parse_known_args(argv)
     out = args.out.resolve()
-    if any(out.glob("*/seed*/*/version_*/metrics.csv")):
-        raise SystemExit(f"earlier results in {out}: pick another --out (runs would mix)")
+    if not args.collect and any(out.glob("*/seed*/*/version_*/metrics.csv")):
+        raise SystemExit(f"earlier results in {out}: pick another --out (runs would mix), or --collect them")
     arms = {"two_turns": ["--model.turns", "2", "--trainer.max_steps", str(args.steps)],
             "single": ["--trainer.max_steps", str(args.single_steps or 2 * args.steps)]}
     runs = {(arm, s): Run(args.config.resolve(), arm, extra, s, out / arm / f"seed{s}") for arm, extra in arms.items()
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     for cpus in cpu_slots(args.parallel, args.cpus_per_run):
         slots.put(cpus)
     with ThreadPoolExecutor(args.parallel) as pool:
-        done = {key: pool.submit(fit, run, slots, overrides, None, None) for key, run in runs.items()}
+        run = (lambda r: r) if args.collect else (lambda r: fit(r, slots, overrides, None, None))
+        done = {key: pool.submit(run, r) for key, r in runs.items()}
         records = []
         for s in args.seeds:
             records.append(seed_record(s, done["two_turns", s].result(), done["single", s].result(), args.k))

@@ -37,6 +37,7 @@ then a summary. `--max-minutes` starts no step that would end past that many min
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe --sampler hf  # the recipe path, CPU sizes
     python scripts/rehearse_recipe.py --policy-shapes recipe --sampler vllm --steps 3  # H200: the colocated engine
+    python scripts/rehearse_recipe.py --turns 2 --out $OUT/turns       # two-turn trajectories, text feedback
 
 With `--sampler vllm` (the recipe config's) each step also reports the engine's phases (`phase/*`: wake, generate,
 sleep, the update between them) with the GPU's peak memory in use by all processes during each (a thread samples
@@ -106,6 +107,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help='VLLMConfig fields over the config\'s, as JSON, e.g. \'{"sleep_level": 2, "engine_kwargs": {"enforce_eager": true}}\'')
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
                     help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
+    ap.add_argument("--turns", type=int, choices=[1, 2], default=1,
+                    help="2: the policy revises each sketch after text feedback on it, in the same conversation (model.turns)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
                     help="start no step that would end past this many minutes from launch (0: no limit)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
@@ -130,6 +133,7 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
+    model["turns"] = args.turns
     model["sampler"] = sampler_backend(args, cfg)
     vllm = model.get("vllm") or {}
     # on a CPU a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
@@ -272,6 +276,7 @@ class StandIns(pl.Callback):
                **{f"stage/{k}": round(v, 3) for k, v in stage_times(m).items()},
                "decode_path": getattr(pl_module.sampler.inner, "decode_path", pl_module.sampler_backend),
                "staleness": m.get("train/staleness"), "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
+               **{k: round(m[k], 4) for k in sorted(m) if k.startswith("turns/")},
                "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
                "judge_failures": m.get("reward/judge/failures"),
                "gate_reasons": dict(Counter(r.gate.reason for r in outputs["step"].batch.rollouts)),
