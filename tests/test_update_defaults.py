@@ -31,8 +31,8 @@ def settings(d) -> tuple:
 
 
 def test_auto_resolves_to_the_documented_settings_per_family_and_device():
-    assert settings(resolve_update_defaults("dense", "cuda")) == (1, "attention+out_proj", False)
-    assert settings(resolve_update_defaults("dense", "cuda:1")) == (1, "attention+out_proj", False)
+    assert settings(resolve_update_defaults("dense", "cuda")) == (1, "attention+out_proj", True)
+    assert settings(resolve_update_defaults("dense", "cuda:1")) == (1, "attention+out_proj", True)
     for family in ("hybrid", "moe"):
         assert settings(resolve_update_defaults(family, "cuda")) == (4, "inputs", False)
     for family in ("dense", "hybrid", "moe"):
@@ -60,12 +60,12 @@ def compiled(model) -> list[bool]:
 
 
 def test_load_policy_applies_the_resolution_for_the_device():
-    """compile_layers: true compiles a dense policy's layers for CUDA; "auto" leaves them eager on a CPU, on CUDA
-    (docs/results.md) and for Qwen3.5-MoE. (Nothing runs here: compiling is lazy, so CUDA can be checked on a CPU.)"""
+    """"auto" compiles a dense policy's layers for CUDA and leaves them eager on a CPU and for Qwen3.5-MoE; explicit
+    values win. (Nothing runs here: compiling is lazy, so CUDA can be checked on a CPU.)"""
     dense = PolicyConfig(tiny="qwen3", dtype="float32")
     assert compiled(load_policy(dense, "cpu")[0]) == [False, False]
-    assert compiled(load_policy(dense, "cuda")[0]) == [False, False]
-    assert compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True), "cuda")[0]) == [True, True]
+    assert compiled(load_policy(dense, "cuda")[0]) == [True, True]
+    assert compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True), "cpu")[0]) == [True, True]
     hybrid = PolicyConfig(tiny="qwen3_5_moe", dtype="float32", tiny_config={"num_layers": 4})
     assert not any(compiled(load_policy(hybrid, "cuda")[0]))
     assert not any(compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=False), "cuda")[0]))
