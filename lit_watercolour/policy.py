@@ -59,10 +59,11 @@ class PolicyConfig:
     """Each LoRA linear as one autograd node (`kernels.lora`); False: peft's forward."""
     compile_layers: bool | Literal["auto"] = "auto"
     """torch.compile the decoder layers (regional: one layer's graph serves all; fuses norms, RoPE, SwiGLU)
-    for the update's forward and recomputation; sampling stays eager. "auto": off everywhere for now: on dense
-    models on CUDA it fails under selective checkpointing (docs/results.md, 2026-12-06), off on CPUs (a toolchain and minutes of warm-up a small model never wins back) and for the Gated
-    DeltaNet / MoE families (not measured to pay there; compiled on request, the linear-attention kernels
-    then stay eager inside the compiled layers)."""
+    for the update's forward and recomputation, checkpointed around the compiled call; sampling stays eager.
+    "auto": on for dense models on CUDA; off on CPUs (a toolchain and minutes of warm-up a small model never
+    wins back), for a quantized base (bitsandbytes' kernels, not measured compiled) and for the Gated DeltaNet /
+    MoE families (not measured to pay there; compiled on request, the linear-attention kernels then stay eager
+    inside the compiled layers). A compilation that fails falls back to eager with one warning."""
     compile_budget_s: float = 300.0
     """Seconds of compilation the decoder layers may take; past them, or where compiling fails, they run
     eagerly (one warning). The update logs the seconds compiled in each step as `time/compile_s`."""

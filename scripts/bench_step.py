@@ -282,7 +282,8 @@ def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, fl
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
     cfg = v.policy_config(folder, args)
     model, tokenizer = load_policy(cfg, device.type)
-    model.to(device)
+    if cfg.quantization == "none":  # a quantized base is loaded onto the device, where bitsandbytes quantized it
+        model.to(device)
     settings = update_defaults(cfg, model, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
     G, mb = args.num_generations, min(settings.micro_batch_size, args.num_generations)
     if G % mb:
@@ -567,25 +568,32 @@ def describe(v: Variant) -> str:
 
 
 def table(runs: list[dict]) -> str:
-    """The update figures as a markdown table; "first step" is the warm-up step (compilation, autotuning),
-    "logp" (the mean completion-token log-prob) and "grad norm" are the first step's (ours: variants of one model
-    must start alike; a quantized base moves both)."""
+    """The update figures as a markdown table; "first step" is the warm-up step (compilation, autotuning) and
+    "compile s" the part of it compiling; "logp" (the mean completion-token log-prob), "loss" and "grad norm" are
+    the first `FIRST_STEPS` steps' (ours: variants of one model must start alike; a quantized base or the 8-bit
+    optimizer moves them). The loss is zero up to rounding here (on-policy, full-length rows, advantages of zero
+    mean in each group): logp and grad norm are where a variant shows."""
     lines = ["| model | run | length | mb | fwd+bwd s | tokens/s | optimizer s | peak GiB | MFU | first step s | compile s "
-             "| logp | grad norm |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| logp, first steps | loss, first steps | grad norm, first steps |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         if "name" not in r:
             continue
         head = f"| {r['model']} | {r['name']} | {r['completion_length']} | {r['micro_batch_size']} "
         if "error" in r:
-            lines.append(head + f"| {r['error'][:80]} |||||||||")
+            lines.append(head + f"| {r['error'][:80]} ||||||||||")
             continue
-        logp = f"{r['mean_logps'][0]:.4f}" if r.get("mean_logps") else ""
-        grad = f"{r['grad_norm_first_step']:.4f}" if "grad_norm_first_step" in r else ""
         lines.append(head + f"| {r['update_fwd_bwd_s']:.2f} | {r['update_tokens_per_s']:,.0f} | {r['optimizer_s']:.3f} "
                      f"| {r['peak_memory_update_gib']} | {100 * r['mfu']:.1f}% | {r.get('first_step_s', 0):.1f} "
-                     f"| {r.get('compile_s', '')} | {logp} | {grad} |")
+                     f"| {r.get('compile_s', '')} | {first_steps(r.get('mean_logps'))} | {first_steps(r.get('losses'))} "
+                     f"| {first_steps(r.get('grad_norms'))} |")
     return "\n".join(lines)
 
+
+FIRST_STEPS = 2
+
+
+def first_steps(values: list[float] | None) -> str:
+    return " / ".join(f"{x:.5g}" for x in (values or [])[:FIRST_STEPS])
 
 if __name__ == "__main__":
     main()

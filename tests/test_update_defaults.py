@@ -1,6 +1,7 @@
 """The update's "auto" settings per model family and device, and the compiled decoder layers' eager fallback."""
 
 import functools
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
+from torch._dynamo.backends.registry import lookup_backend
+from torch._dynamo.utils import counters
 
 from lit_watercolour.kernels import compile as kcompile
 from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
@@ -28,8 +31,8 @@ def settings(d) -> tuple:
 
 
 def test_auto_resolves_to_the_documented_settings_per_family_and_device():
-    assert settings(resolve_update_defaults("dense", "cuda")) == (1, "attention+out_proj", False)
-    assert settings(resolve_update_defaults("dense", "cuda:1")) == (1, "attention+out_proj", False)
+    assert settings(resolve_update_defaults("dense", "cuda")) == (1, "attention+out_proj", True)
+    assert settings(resolve_update_defaults("dense", "cuda:1")) == (1, "attention+out_proj", True)
     for family in ("hybrid", "moe"):
         assert settings(resolve_update_defaults(family, "cuda")) == (4, "inputs", False)
     for family in ("dense", "hybrid", "moe"):
@@ -53,24 +56,24 @@ def test_model_family_from_the_config():
 
 
 def compiled(model) -> list[bool]:
-    return [layer._compiled_call_impl is not None for layer in decoder_layers(model)]
+    return [getattr(layer._compiled_call_impl, "compiling", False) for layer in decoder_layers(model)]
 
 
 def test_load_policy_applies_the_resolution_for_the_device():
-    """compile_layers: true compiles a dense policy's layers for CUDA; "auto" leaves them eager on a CPU, on CUDA
-    (docs/results.md) and for Qwen3.5-MoE. (Nothing runs here: compiling is lazy, so CUDA can be checked on a CPU.)"""
+    """"auto" compiles a dense policy's layers for CUDA and leaves them eager on a CPU and for Qwen3.5-MoE; explicit
+    values win. (Nothing runs here: compiling is lazy, so CUDA can be checked on a CPU.)"""
     dense = PolicyConfig(tiny="qwen3", dtype="float32")
     assert compiled(load_policy(dense, "cpu")[0]) == [False, False]
-    assert compiled(load_policy(dense, "cuda")[0]) == [False, False]
-    assert compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True), "cuda")[0]) == [True, True]
+    assert compiled(load_policy(dense, "cuda")[0]) == [True, True]
+    assert compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True), "cpu")[0]) == [True, True]
     hybrid = PolicyConfig(tiny="qwen3_5_moe", dtype="float32", tiny_config={"num_layers": 4})
     assert not any(compiled(load_policy(hybrid, "cuda")[0]))
     assert not any(compiled(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=False), "cuda")[0]))
 
 
-def logps_and_grads(model):
+def logps_and_grads(model, rows: int = 2):
     g = torch.Generator().manual_seed(3)
-    prompt, completion = torch.randint(3, 100, (2, 4), generator=g), torch.randint(3, 100, (2, 6), generator=g)
+    prompt, completion = torch.randint(3, 100, (rows, 4), generator=g), torch.randint(3, 100, (rows, 6), generator=g)
     model.train()
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -81,9 +84,13 @@ def logps_and_grads(model):
     return logps.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
 
 
-def eager_reference():
+SELECTIVE = "attention+out_proj"  # the dense CUDA default: selective checkpointing, whose early stop compile must let through
+
+
+def eager_reference(keep: str = "auto"):
     torch.manual_seed(0)
-    return logps_and_grads(load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=False), "cpu")[0])
+    cfg = PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=False, checkpoint_keep=keep)
+    return logps_and_grads(load_policy(cfg, "cpu")[0])
 
 
 def assert_same(a, b, atol=0.0, rtol=0.0):
@@ -92,24 +99,35 @@ def assert_same(a, b, atol=0.0, rtol=0.0):
         torch.testing.assert_close(x, y, atol=atol, rtol=rtol)
 
 
-def test_a_compiled_policy_falls_back_to_eager_with_one_warning_where_compiling_fails(monkeypatch):
-    def broken_compile(fn, **kwargs):
-        def run(*args, **kw):
-            raise RuntimeError("no C compiler")
+def ours(caught) -> list[str]:
+    return [str(w.message) for w in caught if "policy.compile_layers" in str(w.message)]
+
+
+def test_a_compiled_layer_that_fails_after_running_falls_back_to_eager_with_one_warning(monkeypatch):
+    """The compiled graph runs (its activations saved inside the layer's checkpoint), then fails: the eager retry
+    gives the eager numbers exactly, backward included, and says so once, however many steps follow."""
+    aot_eager = lookup_backend("aot_eager")
+
+    def fails_after_running(gm, example_inputs):
+        compiled_graph = aot_eager(gm, example_inputs)
+
+        def run(*args):
+            compiled_graph(*args)
+            raise RuntimeError("a kernel failed")
         return run
 
-    monkeypatch.setattr(torch, "compile", broken_compile)
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=fails_after_running))
+    torch._dynamo.reset()
     torch.manual_seed(0)
-    model, _ = load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True), "cpu")
+    model, _ = load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True, checkpoint_keep=SELECTIVE), "cpu")
     assert compiled(model) == [True, True]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = logps_and_grads(model)
         logps_and_grads(model)  # a second step: no second warning
-    ours = [w for w in caught if "policy.compile_layers" in str(w.message)]
-    assert len(ours) == 1 and "no C compiler" in str(ours[0].message) and "eagerly" in str(ours[0].message)
+    assert len(ours(caught)) == 1 and "a kernel failed" in ours(caught)[0] and "eagerly" in ours(caught)[0]
     assert compiled(model) == [False, False]
-    assert_same(result, eager_reference())
+    assert_same(result, eager_reference(SELECTIVE))
 
 
 def test_compilation_past_its_budget_falls_back_to_eager_with_one_warning(monkeypatch):
@@ -121,29 +139,36 @@ def test_compilation_past_its_budget_falls_back_to_eager_with_one_warning(monkey
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = logps_and_grads(model)
-    ours = [str(w.message) for w in caught if "policy.compile_layers" in str(w.message)]
-    assert len(ours) == 1 and "past policy.compile_budget_s" in ours[0]
+    assert len(ours(caught)) == 1 and "past policy.compile_budget_s" in ours(caught)[0]
     assert compiled(model) == [False, False]
     assert_same(result, eager_reference())
 
 
-def test_compiled_layers_give_the_eager_numbers_and_report_compile_time(monkeypatch, tmp_path):
-    """Really compiled (Dynamo + AOTAutograd, eager kernels: no C++ toolchain needed), forward, checkpointed
-    recomputation and backward; the compile clock counts the seconds; the cache folder is Inductor's."""
+def test_compiled_layers_under_selective_checkpointing_give_the_eager_numbers(monkeypatch, tmp_path, caplog):
+    """Really compiled (Dynamo + AOTAutograd, eager kernels: no C++ toolchain needed), one graph for both layers,
+    forward, the selective checkpoint's recomputation (its early stop raised through the compiled graph) and
+    backward; the warm-up's seconds in one log line; the cache folder is Inductor's."""
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     torch._dynamo.reset()
+    counters.clear()
     torch.manual_seed(0)
-    cfg = PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True, compile_cache_dir=str(tmp_path / "cache"))
+    cfg = PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=True, checkpoint_keep=SELECTIVE,
+                       compile_cache_dir=str(tmp_path / "cache"))
     model, _ = load_policy(cfg, "cpu")
     before = kcompile.compile_seconds()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
         warnings.simplefilter("always")
-        result = logps_and_grads(model)
-    assert not [w for w in caught if "policy.compile_layers" in str(w.message)]
+        result = logps_and_grads(model, rows=4)  # two micro-batches: the second's forward reports the warm-up
+    assert not ours(caught)
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
     assert compiled(model) == [True, True] and kcompile.compile_seconds() > before
+    warm_up = [r.getMessage() for r in caplog.records if "compiled in" in r.getMessage()]
+    assert len(warm_up) == 1 and str(tmp_path / "cache") in warm_up[0]
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache")
-    assert_same(result, eager_reference(), atol=1e-5, rtol=1e-4)
+    torch.manual_seed(0)
+    eager = load_policy(PolicyConfig(tiny="qwen3", dtype="float32", compile_layers=False, checkpoint_keep=SELECTIVE), "cpu")[0]
+    assert_same(result, logps_and_grads(eager, rows=4), atol=1e-5, rtol=1e-4)
 
 
 def test_the_4b_recipe_is_the_recipe_on_a_4b_policy_with_the_shipped_update_defaults():
@@ -179,6 +204,6 @@ def test_a_compiled_qwen35_moe_keeps_its_linear_attention_eager(monkeypatch):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             results.append(logps_and_grads(model))
-        assert not [w for w in caught if "policy.compile_layers" in str(w.message)]
+        assert not ours(caught)
         assert all(compiled(model)) == compile_layers
     assert_same(results[1], results[0], atol=1e-5, rtol=1e-4)

@@ -2,9 +2,9 @@
 
 Chosen by measurement (README, "The update step"; the dated tables live there with their commands):
 - dense (every layer full attention, no experts) on CUDA: one row a micro-batch, attention kernel and
-  output-projection matmuls kept through checkpointing, no compilation (compiling a layer under this
-  selective checkpointing fails in torch 2.11, and the eager fallback after it does not recover: until that
-  is fixed and measured, compile_layers stays a knob; docs/results.md has the side-by-side figures);
+  output-projection matmuls kept through checkpointing, decoder layers compiled (regional: one graph
+  serves every layer; `kernels.compile.CompiledLayers` checkpoints around the compiled call, and any
+  failure to compile, or a warm-up past `policy.compile_budget_s`, falls back to eager with one warning);
 - hybrid (Gated DeltaNet layers: the Qwen3.5 family, MoE or not) on CUDA, and MoE (full attention only: not
   measured apart, it follows the measured Qwen3.5-MoE): four rows a micro-batch
   (the linear-attention glue and the experts' routing cost launches per micro-batch, so fewer, larger ones
@@ -43,7 +43,7 @@ class UpdateDefaults:
 
 # (family, device type) -> (micro_batch_size, checkpoint_keep, compile_layers)
 MEASURED_BEST: dict[tuple[str, str], tuple[int, CheckpointKeep, bool]] = {
-    ("dense", "cuda"): (1, "attention+out_proj", False),
+    ("dense", "cuda"): (1, "attention+out_proj", True),
     ("hybrid", "cuda"): (4, "inputs", False),
     ("moe", "cuda"): (4, "inputs", False),
 }
@@ -63,7 +63,8 @@ def resolve_update_defaults(family: Family, device: str, micro_batch_size: int |
                             compile_layers: bool | Literal["auto"] = "auto", quantized: bool = False) -> UpdateDefaults:
     """The update's settings for `family` on `device` ("cuda", "cpu", ... or a torch.device's str): each
     argument left at None / "auto" becomes the measured best (module docstring), an explicit one stays.
-    A quantized (bitsandbytes) base is not compiled by default: tracing its kernels has not been measured."""
+    A quantized (bitsandbytes) base is not compiled by default: its matmuls are bitsandbytes' own kernels, which
+    Dynamo does not fuse across, and compiling around them has not been measured to pay."""
     device = str(device).split(":")[0]
     mb, keep, compile_ = MEASURED_BEST.get((family, device), CPU_BEST)
     return UpdateDefaults(
