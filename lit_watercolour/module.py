@@ -339,7 +339,7 @@ class GRPOModule(pl.LightningModule):
                                              self.sampling_config, self.optim_config, self.optimizers(),
                                              self.lr_schedulers(), self.manual_backward, world_tokens, batch.old_logps))
         samples = batch.samples
-        self.step_tokens = float(samples.completion_mask.sum() + samples.prompt_mask.sum())
+        self.step_tokens = token_count(samples)
         rows, seq_len = samples.completion_ids.shape[0], samples.prompt_ids.shape[1] + samples.completion_ids.shape[1]
         self.flops_per_batch = 0.0 if skip else update_flops(self.policy_model, rows, seq_len) * self.num_iterations
         return {**metrics, **rate("update", t0, self.step_tokens * self.num_iterations, "tokens"),
@@ -356,6 +356,7 @@ class GRPOModule(pl.LightningModule):
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
         batch = self.pipeline.submit(prompts, self.grpo_config.num_generations).result()
         n = len(batch.rollouts)
+        self.step_tokens, self.flops_per_batch = token_count(batch.samples), 0.0  # the monitor's validation rate: sampling
         self.log("val/reward", torch.nanmean(batch.rewards).item(), batch_size=n)
         self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in batch.rollouts)) / n, batch_size=n)
         for name, s in batch.scores.items():
@@ -364,6 +365,11 @@ class GRPOModule(pl.LightningModule):
     def predict_step(self, prompts: list[Prompt], batch_idx: int) -> list[Rollout]:
         """Each subject painted `predict_generations` times; `PaintingWriter` writes them to `predict_dir`."""
         return self.pipeline.collect(prompts, self.predict_generations).rollouts
+
+
+def token_count(samples) -> float:
+    """The batch's prompt and completion tokens, padding left out."""
+    return float(samples.completion_mask.sum() + samples.prompt_mask.sum())
 
 
 def renamed(old: str, new: str) -> None:
