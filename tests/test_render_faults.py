@@ -196,12 +196,13 @@ def test_a_page_navigated_under_its_render_fails_with_dom():
 
     async def scenario():
         async with RenderPool(size=1, browsers=1, timeout_s=60.0) as pool:
-            owner = pool._active[0]
+            (page,) = [p for c in pool._active[0].browser.contexts for p in c.pages]  # the one warm page: the render takes it
             render = asyncio.ensure_future(pool.render(waiting, 0))
-            while not owner.painting:  # the render has its page
-                await asyncio.sleep(0)
-            page = next(p for c in owner.browser.contexts for p in c.pages if p.url.endswith("/index.html"))
-            await page.goto("about:blank")
+            # the sketch has made its canvas: it waits in setup() for ever
+            await page.wait_for_function("() => [...document.querySelectorAll('canvas')].some((c) => c.width === 512)")
+            # navigated from the page's own timer, not awaited: the pool closes the page as soon as the
+            # navigation lands, so waiting for the navigation (page.goto) would race that close
+            await page.evaluate("() => { setTimeout(() => location.replace('about:blank'), 0); }")
             return await render
 
     result = asyncio.run(scenario())
