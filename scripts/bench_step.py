@@ -70,6 +70,7 @@ from lit_watercolour.policy import (
     PolicyConfig,
     adapter_in_model_dtype,
     completion_logps,
+    decoder_layers,
     load_base_model,
     load_policy,
     load_tokenizer,
@@ -388,6 +389,9 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
         "grad_norm_first_step": float(grad_norms[0]), "grad_norms": [round(float(n), 5) for n in grad_norms],
         "losses": [round(float(x), 6) for x in losses], "mean_logps": [round(float(x), 5) for x in mean_logps],
         "settings": str(settings),
+        # where compiling was asked for but failed, the layers ran eagerly after one warning: say so beside the figures
+        "compile_fell_back": settings.compile_layers and not any(
+            getattr(layer._compiled_call_impl, "compiling", False) for layer in decoder_layers(model)),
     }
     del model, sampler, optimizer, batch
     return out
@@ -584,7 +588,8 @@ def table(runs: list[dict]) -> str:
             continue
         lines.append(head + f"| {r['update_fwd_bwd_s']:.2f} | {r['update_tokens_per_s']:,.0f} | {r['optimizer_s']:.3f} "
                      f"| {r['peak_memory_update_gib']} | {100 * r['mfu']:.1f}% | {r.get('first_step_s', 0):.1f} "
-                     f"| {r.get('compile_s', '')} | {first_steps(r.get('mean_logps'))} | {first_steps(r.get('losses'))} "
+                     f"| {r.get('compile_s', '')}{' (fell back to eager)' if r.get('compile_fell_back') else ''} "
+                     f"| {first_steps(r.get('mean_logps'))} | {first_steps(r.get('losses'))} "
                      f"| {first_steps(r.get('grad_norms'))} |")
     return "\n".join(lines)
 

@@ -43,7 +43,8 @@ def test_bench_step_random_completions_time_the_update_alone():
     ours, trl, ratios = json.loads(done.stdout.strip().splitlines()[-1])["runs"]
     assert (ours["name"], ours["micro_batch_size"], trl["micro_batch_size"]) == ("lit_watercolour:mb=1,sdpa=flash", 1, 4)
     assert ours["settings"] == "dense model on cpu: micro_batch_size 1, checkpoint_keep inputs, compile_layers False"
-    assert ours["first_step_s"] > 0 and trl["first_step_s"] > 0 and ours["compile_s"] == 0.0  # CPU: not compiled
+    assert ours["first_step_s"] > 0 and trl["first_step_s"] > 0 and ours["compile_s"] == 0.0  # CPU: not compiled ...
+    assert ours["compile_fell_back"] is False  # ... and not asked to be
     assert len(ours["grad_norms"]) == len(ours["mean_logps"]) == 4 and ours["mean_logps"][0] < 0  # warm-up, 2, profiled
     for run in (ours, trl):
         assert "sampling_s" not in run and run["completions"] == "random" and "error" not in run
