@@ -196,7 +196,8 @@ def test_a_page_navigated_under_its_render_fails_with_dom():
 
     async def scenario():
         async with RenderPool(size=1, browsers=1, timeout_s=60.0) as pool:
-            (page,) = [p for c in pool._active[0].browser.contexts for p in c.pages]  # the one warm page: the render takes it
+            # the one sandbox page, warm before the render starts: the render takes it
+            (page,) = [p for c in pool._active[0].browser.contexts for p in c.pages if p.url.endswith("/index.html")]
             render = asyncio.ensure_future(pool.render(waiting, 0))
             # the sketch has made its canvas: it waits in setup() for ever
             await page.wait_for_function("() => [...document.querySelectorAll('canvas')].some((c) => c.width === 512)")
