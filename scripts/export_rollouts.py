@@ -9,6 +9,8 @@ layout, which the Hub's viewer and `datasets.load_dataset(folder)` read as they 
                                         gate, reward, advantage, scores{term: value}, code, completion, has_image
     OUT/train/step_NNNNN/RR.png         the render of each rollout that has one
     OUT/train/no_render.png             the image of rows without a render (a gate failure before rendering)
+    two turns (`model.turns: 2`): each row is the revision, with `feedback` (what it was told) and `turn1` (the
+    first sketch's code, completion, gate, scores and reward), its render as `turn1_file_name` (RR_turn1.png)
 
     python scripts/export_rollouts.py runs/default --out runs/default/dataset [--push-to USER/NAME | --push-to ./folder]
 
@@ -33,8 +35,18 @@ NO_RENDER = "no_render.png"
 FIELDS = ("step", "group", "row", "subject", "seed", "gate", "reward", "advantage", "scores", "code", "completion")
 
 
-def render_path(root: Path, record: dict) -> Path:
-    return root / "renders" / f"step_{record['step']:05d}" / f"{record['row']:02d}.png"
+def render_path(root: Path, record: dict, suffix: str = "") -> Path:
+    return root / "renders" / f"step_{record['step']:05d}" / f"{record['row']:02d}{suffix}.png"
+
+
+def copy_render(root: Path, split: Path, src: Path) -> str:
+    """The render copied into the split; its file name there, or NO_RENDER."""
+    if not src.exists():
+        return NO_RENDER
+    file_name = src.relative_to(root / "renders").as_posix()
+    (split / file_name).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, split / file_name)
+    return file_name
 
 
 def dataset_card(name: str, rows: list[dict]) -> str:
@@ -62,14 +74,11 @@ def export(root: Path, out: Path, name: str = "lit-watercolour rollouts") -> lis
     Image.new("RGB", (64, 64), (200, 200, 200)).save(split / NO_RENDER)
     rows = []
     for record in records:
-        src = render_path(root, record)
-        if src.exists():
-            file_name = src.relative_to(root / "renders").as_posix()
-            (split / file_name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, split / file_name)
-        else:
-            file_name = NO_RENDER
+        file_name = copy_render(root, split, render_path(root, record))
         rows.append({"file_name": file_name, "has_image": file_name != NO_RENDER, **{k: record.get(k) for k in FIELDS}})
+        if "turn1" in record:  # two turns: the first sketch beside the revision
+            rows[-1].update(feedback=record["feedback"], turn1=record["turn1"],
+                            turn1_file_name=copy_render(root, split, render_path(root, record, "_turn1")))
     with (split / "metadata.jsonl").open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")

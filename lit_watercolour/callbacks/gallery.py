@@ -75,11 +75,11 @@ class RenderGallery(pl.Callback):
         return Path(trainer.log_dir or trainer.default_root_dir) / self.dirname
 
     @staticmethod
-    def keep(folder: Path, rollouts: list) -> None:
+    def keep(folder: Path, rollouts: list, suffix: str = "") -> None:
         folder.mkdir(parents=True, exist_ok=True)
         for i, r in enumerate(rollouts):
             if r.render is not None and r.render.png is not None:
-                (folder / f"{i:02d}.png").write_bytes(r.render.png)
+                (folder / f"{i:02d}{suffix}.png").write_bytes(r.render.png)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not trainer.is_global_zero:
@@ -92,6 +92,8 @@ class RenderGallery(pl.Callback):
         root = log_root(trainer)
         if self.keep_renders and root is not None:  # beside the run log
             self.keep(root / "renders" / f"step_{step:05d}", rollouts)
+            if step_result.batch.turn1 is not None:  # two turns: the first sketches too
+                self.keep(root / "renders" / f"step_{step:05d}", step_result.batch.turn1.rollouts, "_turn1")
         if not rollouts or not (step % self.every_n_steps == 0 or step == 1 or step == trainer.max_steps):
             return
         step_dir = out / f"step_{step:05d}"
