@@ -172,14 +172,14 @@ class GRPOModule(pl.LightningModule):
         self.sampler = None
         self.pipeline: RolloutPipeline | None = None
         self._resumed_rng: dict | None = None
-        self.step_tokens, self.flops_per_batch = 0.0, 0.0  # the last step's, for the ThroughputMonitor
+        self.step_rows, self.step_tokens, self.flops_per_batch = 0, 0.0, 0.0  # the last batch's, for the ThroughputMonitor
 
     # --- setup ---------------------------------------------------------------------------------
 
     def configure_callbacks(self) -> list[pl.Callback]:
         # tokens/s, rollouts/s and MFU (on a GPU Lightning knows the peak of) over each step's period
-        rows = lambda prompts: len(prompts) * (self.grpo_config.num_generations // self.trainer.world_size)  # noqa: E731
-        throughput = ThroughputMonitor(batch_size_fn=rows, length_fn=lambda prompts: self.step_tokens, window_size=2)
+        throughput = ThroughputMonitor(batch_size_fn=lambda prompts: self.step_rows,
+                                       length_fn=lambda prompts: self.step_tokens, window_size=2)
         return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations), throughput]
 
     def configure_model(self) -> None:
@@ -302,7 +302,7 @@ class GRPOModule(pl.LightningModule):
             self.pipeline.prefetch(self.stream_prompts(ahead), n, version)
         batch = job.result()
         batch.metrics["train/staleness"] = float(version - batch.policy_version)
-        return batch
+        return self.counted(batch)
 
     def stream_prompts(self, batch_index: int) -> list[Prompt]:
         datamodule = self.trainer.datamodule
@@ -339,11 +339,16 @@ class GRPOModule(pl.LightningModule):
                                              self.sampling_config, self.optim_config, self.optimizers(),
                                              self.lr_schedulers(), self.manual_backward, world_tokens, batch.old_logps))
         samples = batch.samples
-        self.step_tokens = token_count(samples)
+        tokens = token_count(samples) * self.num_iterations
         rows, seq_len = samples.completion_ids.shape[0], samples.prompt_ids.shape[1] + samples.completion_ids.shape[1]
         self.flops_per_batch = 0.0 if skip else update_flops(self.policy_model, rows, seq_len) * self.num_iterations
-        return {**metrics, **rate("update", t0, self.step_tokens * self.num_iterations, "tokens"),
-                "train/skipped_missing": float(skip)}
+        return {**metrics, **rate("update", t0, tokens, "tokens"), "train/skipped_missing": float(skip)}
+
+    def counted(self, batch: RolloutBatch) -> RolloutBatch:
+        """The batch, its rows and tokens noted for the ThroughputMonitor (its FLOPs: those of an update on it)."""
+        self.step_rows, self.flops_per_batch = len(batch.rollouts), 0.0
+        self.step_tokens = token_count(batch.samples)
+        return batch
 
     def log_step(self, metrics: dict[str, float], batch_size: int) -> None:
         shown = ("reward", "gate/pass_rate", "time/step_s")  # on the progress bar
@@ -354,9 +359,8 @@ class GRPOModule(pl.LightningModule):
     # --- evaluation and painting ----------------------------------------------------------------
 
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
-        batch = self.pipeline.submit(prompts, self.grpo_config.num_generations).result()
+        batch = self.counted(self.pipeline.submit(prompts, self.grpo_config.num_generations).result())
         n = len(batch.rollouts)
-        self.step_tokens, self.flops_per_batch = token_count(batch.samples), 0.0  # the monitor's validation rate: sampling
         self.log("val/reward", torch.nanmean(batch.rewards).item(), batch_size=n)
         self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in batch.rollouts)) / n, batch_size=n)
         for name, s in batch.scores.items():
@@ -364,7 +368,7 @@ class GRPOModule(pl.LightningModule):
 
     def predict_step(self, prompts: list[Prompt], batch_idx: int) -> list[Rollout]:
         """Each subject painted `predict_generations` times; `PaintingWriter` writes them to `predict_dir`."""
-        return self.pipeline.collect(prompts, self.predict_generations).rollouts
+        return self.counted(self.pipeline.collect(prompts, self.predict_generations)).rollouts
 
 
 def token_count(samples) -> float:
