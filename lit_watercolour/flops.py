@@ -1,5 +1,5 @@
-"""Model FLOPs of the update, for MFU: Lightning's `ThroughputMonitor` reads them as the module's
-`flops_per_batch` and divides by the step's time and the device's peak (`GRPOModule.configure_callbacks`);
+"""Model FLOPs of the update, for MFU: Lightning's `Throughput` reads them as the module's
+`flops_per_batch` and divides by the step's time and the device's peak (`GRPOModule.throughput_metrics`);
 `scripts/bench_step.py` divides by the forward-backward's time alone."""
 
 from __future__ import annotations

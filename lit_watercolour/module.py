@@ -47,7 +47,7 @@ from typing import Literal
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import ThroughputMonitor
+from lightning.fabric.utilities.throughput import Throughput, get_available_flops
 from torch import Tensor
 
 from lit_watercolour import grpo
@@ -172,15 +172,14 @@ class GRPOModule(pl.LightningModule):
         self.sampler = None
         self.pipeline: RolloutPipeline | None = None
         self._resumed_rng: dict | None = None
-        self.step_rows, self.step_tokens, self.flops_per_batch = 0, 0.0, 0.0  # the last batch's, for the ThroughputMonitor
+        self.step_rows, self.step_tokens, self.flops_per_batch = 0, 0.0, 0.0  # the last batch's, for `throughput_metrics`
+        self.throughput: Throughput | None = None
+        self.throughput_totals: dict[str, float] = {}
 
     # --- setup ---------------------------------------------------------------------------------
 
     def configure_callbacks(self) -> list[pl.Callback]:
-        # tokens/s, rollouts/s and MFU (on a GPU Lightning knows the peak of) over each step's period
-        throughput = ThroughputMonitor(batch_size_fn=lambda prompts: self.step_rows,
-                                       length_fn=lambda prompts: self.step_tokens, window_size=2)
-        return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations), throughput]
+        return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations)]
 
     def configure_model(self) -> None:
         # Lightning calls this before the dataloaders are built, so the data module can use the tokenizer
@@ -203,6 +202,10 @@ class GRPOModule(pl.LightningModule):
             raise ValueError(f"num_generations={self.grpo_config.num_generations} must be a multiple of the "
                              f"world size ({self.trainer.world_size}): each rank samples an equal share of a group")
         self._open_pipeline(self.reward_mix, depth=self.max_staleness)
+        # Lightning's rollouts/s, tokens/s and MFU (where it knows the device's peak) over the last two steps
+        peak = get_available_flops(self.device, next(self.policy_model.parameters()).dtype)
+        self.throughput = Throughput(available_flops=peak, world_size=self.trainer.world_size, window_size=2)
+        self.throughput_totals = {"time": 0.0, "batches": 0, "samples": 0, "lengths": 0}
 
     def on_validation_start(self) -> None:
         if self.pipeline is not None:  # a stale run's batches in flight finish first, so validation's timings are its own
@@ -345,12 +348,22 @@ class GRPOModule(pl.LightningModule):
         return {**metrics, **rate("update", t0, tokens, "tokens"), "train/skipped_missing": float(skip)}
 
     def counted(self, batch: RolloutBatch) -> RolloutBatch:
-        """The batch, its rows and tokens noted for the ThroughputMonitor (its FLOPs: those of an update on it)."""
+        """The batch, its rows and tokens noted for `throughput_metrics` (its FLOPs: those of an update on it)."""
         self.step_rows, self.flops_per_batch = len(batch.rollouts), 0.0
         self.step_tokens = token_count(batch.samples)
         return batch
 
+    def throughput_metrics(self, step_s: float) -> dict[str, float]:
+        """The step's figures from Lightning's `Throughput`, in the step's own row of the logs (its callback,
+        `ThroughputMonitor`, logs them one row early), timed by the steps alone, validation left out."""
+        totals = self.throughput_totals
+        totals.update(time=totals["time"] + step_s, batches=totals["batches"] + 1,
+                      samples=totals["samples"] + self.step_rows, lengths=totals["lengths"] + int(self.step_tokens))
+        self.throughput.update(**totals, flops=self.flops_per_batch)
+        return {f"train/{k}": v for k, v in self.throughput.compute().items()}
+
     def log_step(self, metrics: dict[str, float], batch_size: int) -> None:
+        metrics.update(self.throughput_metrics(metrics["time/step_s"]))
         shown = ("reward", "gate/pass_rate", "time/step_s")  # on the progress bar
         finite = {k: v for k, v in metrics.items() if not math.isnan(v)}
         self.log_dict({k: v for k, v in finite.items() if k in shown}, prog_bar=True, batch_size=batch_size)

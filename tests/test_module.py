@@ -96,7 +96,7 @@ def test_train_resume_and_publish(tmp_path, painter):
                 "entropy", "clip_ratio/region_mean", "completions/mean_length", "completions/clipped_ratio",
                 "gate/pass_rate", "time/sampling_tokens_per_s", "time/render_wait_s", "time/scoring_s",
                 "time/update_tokens_per_s", "grad_norm", "lr", "train/device/items_per_sec", "train/device/samples_per_sec"]:
-        assert key in metrics, key  # the last two: Lightning's ThroughputMonitor, which the module contributes
+        assert key in metrics, key  # the last two: Lightning's Throughput, in the step's row
     assert module.flops_per_batch > 0  # what that monitor's MFU divides, where it knows the device's peak
 
     # the .ckpt holds the adapter only; the peft folder beside it loads as an adapter
