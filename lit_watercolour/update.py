@@ -73,6 +73,18 @@ class OptimConfig:
     """Clip the gradient norm to this; 0: no clipping."""
 
 
+@dataclass
+class ThreadsConfig:
+    """torch's intra-op threads, per phase."""
+
+    update: int = 0
+    """Threads for the update and everything but decoding; 0 keeps torch's default. On a CPU, tiny models
+    beside Chromium want 1-2."""
+    sampling: int = 0
+    """Threads while the hf sampler decodes; 0: as `update`. On a CPU the render pool's Chromium works
+    meanwhile, and a tiny model's kernels gain nothing from a second thread."""
+
+
 # How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.
 AGGREGATORS = {"sum": SumMetric, "token_mean": MeanMetric, "min": MinMetric, "max": MaxMetric}
 UPDATE_METRICS = {
@@ -117,11 +129,12 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
         ids, m = samples.completion_ids[sl, :c_len], mask[sl, :c_len]
         args = (samples.prompt_ids[sl][:, p_keep], samples.prompt_mask[sl][:, p_keep], ids,
                 samples.completion_mask[sl, :c_len], c.temperature, mb)
-        logps, entropy = completion_logps(model, *args)
+        shown = {"images": samples.images[sl]} if samples.images else {}  # a render fed back (two turns)
+        logps, entropy = completion_logps(model, *args, **shown)
         ref = None
         if g.beta != 0.0:
             with torch.no_grad(), model.disable_adapter():
-                ref = completion_logps(model, *args)[0]
+                ref = completion_logps(model, *args, **shown)[0]
         # on-policy the ratio is exactly 1, as in TRL
         old = old_logps[sl, :c_len] if old_logps is not None else None
         m = m.to(logps.device)
