@@ -186,7 +186,7 @@ class GRPOModule(pl.LightningModule):
         if self.sampler is None:  # built again after a teardown closed it
             sampling = replace(self.sampling_config, cpu_threads=self.threads.sampling)
             self.sampler = build_sampler(sampling, self.policy_model, self.tokenizer, self.sampler_backend, self.vllm_config,
-                                         need_logps=self.grpo_config.num_iterations > 1 or self.max_staleness > 0)
+                                         self.grpo_config.num_iterations > 1 or self.max_staleness > 0, self.processor)
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:

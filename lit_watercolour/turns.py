@@ -78,9 +78,12 @@ def check_policy(turns: TurnsConfig, policy: PolicyConfig, sampler: str, vllm: V
         raise ValueError(f"feedback={turns.feedback!r} shows the policy its render, but the policy "
                          f"({policy.tiny or policy.model}) is text-only, with no vision tower: use feedback: text, "
                          "or a vision-language policy (Qwen3.5)")
-    if sampler != "hf" and vllm.language_model_only:
-        raise ValueError(f"feedback={turns.feedback!r} with sampler {sampler!r}: the engine must load the vision "
-                         "tower; set vllm.language_model_only false")
+    if sampler == "vllm-server":
+        raise ValueError(f"feedback={turns.feedback!r}: the vllm-server sampler sends token ids over HTTP, with no "
+                         "image; use sampler hf or vllm")
+    if sampler == "vllm" and vllm.language_model_only:
+        raise ValueError(f"feedback={turns.feedback!r} with sampler 'vllm': the engine must load the vision tower; "
+                         "set vllm.language_model_only false")
 
 
 def feedback_text(rollout: Rollout, parts: dict[str, float] | None) -> str:
