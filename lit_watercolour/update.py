@@ -122,6 +122,8 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
     compiled_before = compile_seconds()
     accumulation = math.ceil(mask.shape[0] / mb)
     num_items = world_tokens(mask.sum())
+    # Dr. GRPO's constant: the most tokens the policy may write in a row (a two-turn trajectory: two completions)
+    most_tokens = c.max_completion_length * (1 if samples.sampled_mask is None else 2)
     metrics = {k: AGGREGATORS[kind](nan_strategy="ignore", sync_on_compute=False) for k, kind in UPDATE_METRICS.items()}
     finite = True
     optimizer.zero_grad()
@@ -146,7 +148,7 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
             logps, advantages[sl].to(logps.device), m, old_logps=old, importance_weights=weights, ref_logps=ref,
             loss_type=g.loss_type,
             epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, use_bias_correction_kl=g.use_bias_correction_kl,
-            num_items_in_batch=num_items, max_completion_length=c.max_completion_length,
+            num_items_in_batch=num_items, max_completion_length=most_tokens,
             gradient_accumulation_steps=accumulation,
         )
         finite = finite and bool(torch.isfinite(loss))

@@ -73,12 +73,12 @@ def forward(model, samples, grad: bool = False, images=None) -> torch.Tensor:
                                 samples.completion_mask, 1.0, 8, images=images or samples.images)[0]
 
 
-def update_grads(model, samples) -> tuple[list[torch.Tensor], float]:
+def update_grads(model, samples, loss_type: str = "dapo") -> tuple[list[torch.Tensor], float]:
     """policy_update's gradients and loss (an optimizer with lr 0 leaves the weights as they are)."""
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.SGD(params, lr=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    metrics = policy_update(model, samples, ADVANTAGES, GRPOConfig(num_generations=2, micro_batch_size=2),
+    metrics = policy_update(model, samples, ADVANTAGES, GRPOConfig(num_generations=2, micro_batch_size=2, loss_type=loss_type),
                             SamplingConfig(), OptimConfig(max_grad_norm=0.0), optimizer, scheduler,
                             lambda loss: loss.backward())
     return [p.grad.clone() for p in params], metrics["loss"]
@@ -126,6 +126,15 @@ def test_feedback_tokens_get_no_gradient(policy, turns):
     grpo_loss(logps, ADVANTAGES, trajectory.policy_mask, num_items_in_batch=trajectory.policy_mask.sum())[0].backward()
     feedback = trajectory.completion_mask.bool() & ~trajectory.sampled_mask.bool()
     assert feedback.any() and (logps.grad[feedback] == 0).all() and (logps.grad[~feedback] != 0).any()
+
+
+def test_dr_grpo_divides_a_trajectory_by_the_tokens_of_two_completions(policy, turns):
+    model, _ = policy
+    trajectory = turns[3]
+    _, loss = update_grads(model, trajectory, "dr_grpo")
+    written, _ = grpo_loss(forward(model, trajectory), ADVANTAGES, trajectory.sampled_mask, loss_type="dr_grpo",
+                           max_completion_length=2 * SamplingConfig().max_completion_length)
+    assert loss == pytest.approx(written.item(), rel=1e-6)
 
 
 def test_one_turn_is_the_update_as_it_was_bit_for_bit(policy, turns):
