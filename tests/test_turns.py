@@ -18,8 +18,10 @@ from lit_watercolour.grpo import grpo_loss
 from lit_watercolour.module import GRPOModule
 from lit_watercolour.offline.tiny_models import save_tiny_policy
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, load_processor
-from lit_watercolour.records import GateResult, Rollout
+from lit_watercolour.records import GateResult, RenderResult, Rollout
 from lit_watercolour.sampling import HFSampler, SamplingConfig
+from lit_watercolour.sampling.base import ImagePrompt
+from lit_watercolour.sampling.vllm import engine_prompt
 from lit_watercolour.turns import SHOWN, Conversation, TurnsConfig, feedback_for, join_turns
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update
 from cpu_threads import one_thread  # noqa: F401  (fixture)
@@ -218,6 +220,13 @@ def test_image_feedback_needs_a_policy_that_sees(tmp_path):
     blank = Rollout(prompt="a peach hibiscus", completion="", group=0, seed=0, gate=GateResult(False, "no_code", "no sketch"))
     text, image = feedback_for(blank, None, TurnsConfig(2, "image"))
     assert image is None and "Nothing was rendered" in text
+    painted = Rollout(prompt="a peach hibiscus", completion="", group=0, seed=0, gate=GateResult(True, "ok"),
+                      render=RenderResult(png=(POOL / "love" / "love_00.png").read_bytes(), painted_fraction=0.04))
+    shown, both = feedback_for(painted, None, TurnsConfig(2, "image")), feedback_for(painted, None, TurnsConfig(2, "both"))
+    assert shown[0].startswith(SHOWN) and shown[1].size == both[1].size and "painted 4.0%" in both[0]
+    # what the vllm engine is given: the expanded ids and the picture itself (its processor makes the pixels)
+    prompt = ImagePrompt([1, 2, 3], shown[1], None)
+    assert engine_prompt(prompt, prompt.ids) == {"prompt_token_ids": [1, 2, 3], "multi_modal_data": {"image": shown[1]}}
     # a saved vision-language policy's processor loads from its folder as the tiny one is built
     path = save_tiny_policy(tmp_path / "q35", "qwen3_5_moe", hidden_size=32, num_layers=1)
     loaded = load_processor(PolicyConfig(model=str(path)), AutoTokenizer.from_pretrained(path))
