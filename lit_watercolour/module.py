@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Literal
 
 import lightning.pytorch as pl
@@ -56,28 +56,18 @@ from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
 from lit_watercolour.flops import update_flops
 from lit_watercolour.overlap import busy_idle_metrics
-from lit_watercolour.policy import PolicyConfig, load_policy, require_bitsandbytes, trainable_state_dict, update_defaults
+from lit_watercolour.policy import (PolicyConfig, load_policy, load_processor, require_bitsandbytes, trainable_state_dict,
+                                   update_defaults)
 from lit_watercolour.records import Rollout, RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
 from lit_watercolour.rollout import RolloutPipeline
 from lit_watercolour.sandbox import RenderConfig
-from lit_watercolour.turns import Feedback, TurnsConfig
-from lit_watercolour.sampling import SampleBatch, SamplingConfig, VLLMConfig, build_sampler
-from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update, skip_step
-
-
-@dataclass
-class ThreadsConfig:
-    """torch's intra-op threads, per phase."""
-
-    update: int = 0
-    """Threads for the update and everything but decoding; 0 keeps torch's default. On a CPU, tiny models
-    beside Chromium want 1-2."""
-    sampling: int = 0
-    """Threads while the hf sampler decodes; 0: as `update`. On a CPU the render pool's Chromium works
-    meanwhile, and a tiny model's kernels gain nothing from a second thread."""
+from lit_watercolour.turns import Feedback, TurnsConfig, check_policy
+from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
+from lit_watercolour.sampling.base import completion_metrics
+from lit_watercolour.update import GRPOConfig, OptimConfig, ThreadsConfig, policy_update, skip_step
 
 
 class GRPOModule(pl.LightningModule):
@@ -160,6 +150,7 @@ class GRPOModule(pl.LightningModule):
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
+        check_policy(self.turns, self.policy_config, sampler, self.vllm_config)
         if render_kwargs is not None:
             warnings.warn("render_kwargs is deprecated: use render (a RenderConfig)", DeprecationWarning, stacklevel=2)
             render = RenderConfig(**{**asdict(as_config(RenderConfig, render)), **render_kwargs})
@@ -167,9 +158,7 @@ class GRPOModule(pl.LightningModule):
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
         self.threads = threads
         self.reward_mix = RewardMix(rewards or [])
-        self.policy_model = None
-        self.tokenizer = None
-        self.sampler = None
+        self.policy_model, self.tokenizer, self.processor, self.sampler = None, None, None, None
         self.pipeline: RolloutPipeline | None = None
         self._resumed_rng: dict | None = None
         self.step_rows, self.step_tokens, self.flops_per_batch = 0, 0.0, 0.0  # the last batch's, for `throughput_metrics`
@@ -192,10 +181,12 @@ class GRPOModule(pl.LightningModule):
             settings = update_defaults(self.policy_config, self.policy_model, device, self.grpo_config.micro_batch_size)
             pl.utilities.rank_zero_info(f"update settings: {settings}")
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
+            if self.turns.shows_image:
+                self.processor = load_processor(self.policy_config, self.tokenizer)
         if self.sampler is None:  # built again after a teardown closed it
             sampling = replace(self.sampling_config, cpu_threads=self.threads.sampling)
             self.sampler = build_sampler(sampling, self.policy_model, self.tokenizer, self.sampler_backend, self.vllm_config,
-                                         need_logps=self.grpo_config.num_iterations > 1 or self.max_staleness > 0)
+                                         self.grpo_config.num_iterations > 1 or self.max_staleness > 0, self.processor)
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
@@ -221,7 +212,8 @@ class GRPOModule(pl.LightningModule):
             reseed = self.trainer.world_size > 1 or self.max_staleness > 0
             self.pipeline = RolloutPipeline(self.sampler, rewards,
                                             {"size": self.render_pool_size, "config": self.render_config, **overrides},
-                                            self.device, self.global_rank, reseed, depth, self.turns, self.tokenizer)
+                                            self.device, self.global_rank, reseed, depth, self.turns, self.tokenizer,
+                                            self.processor)
 
     def teardown(self, stage: str) -> None:
         if self.pipeline is not None:  # a batch still in flight finishes first: it renders with the pool
@@ -403,11 +395,5 @@ def as_config(cls, value):
 def rate(phase: str, t0: float, count: float, unit: str) -> dict[str, float]:
     seconds = time.perf_counter() - t0
     return {f"time/{phase}_s": seconds, f"time/{phase}_{unit}_per_s": count / max(seconds, 1e-9)}
-
-
-def completion_metrics(samples: SampleBatch) -> dict[str, float]:
-    lengths = samples.num_tokens.float()
-    return {"completions/mean_length": lengths.mean().item(), "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": samples.truncated.float().mean().item()}
 
 

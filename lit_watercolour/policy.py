@@ -4,7 +4,9 @@ Qwen3.5 checkpoints are vision-language models (`Qwen3_5MoeForConditionalGenerat
 them with `AutoModelForCausalLM` renames the modules (`model.language_model.*` becomes
 `model.*`), so adapters trained that way miss most tensors when loaded into the full class
 (the recipe lost 700 of 920). Such checkpoints therefore load with their own class
-(`AutoModelForImageTextToText`), text-only, and LoRA skips the vision tower.
+(`AutoModelForImageTextToText`), vision tower included: it stays frozen and LoRA skips it. A policy shown
+its render (two turns, `lit_watercolour.turns`) reads it through its own processor (`load_processor`); the
+rows' images (`RowImage`) go with their token ids into every forward (`completion_logps`, `generate`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
+import transformers
 from peft import LoraConfig, PeftModel, get_peft_model
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoImageProcessor,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoTokenizer,
+    PreTrainedModel,
+)
+from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
@@ -27,7 +38,7 @@ from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resol
 from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
-from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
+from lit_watercolour.offline.tiny_models import VISION_ARCHS, build_processor, build_tiny_model, tiny_processor, tiny_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -132,13 +143,53 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
 
 def load_tokenizer(cfg: PolicyConfig):
     if cfg.tiny is not None:
-        tokenizer = tiny_tokenizer()
+        tokenizer = tiny_tokenizer(vision=cfg.tiny in VISION_ARCHS)
     else:
         tokenizer = AutoTokenizer.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     tokenizer.padding_side = "left"  # generation appends on the right
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def has_vision_tower(cfg: PolicyConfig) -> bool:
+    """Whether the policy can be shown images (a vision-language checkpoint), read off its config only."""
+    if cfg.tiny is not None:
+        return cfg.tiny in VISION_ARCHS
+    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    return hasattr(config, "vision_config")
+
+
+def load_processor(cfg: PolicyConfig, tokenizer):
+    """The policy's own processor: its chat template's image placeholder expanded to the image's tokens, the
+    pixels patched as its vision tower reads them. The checkpoint's image processor and the policy's tokenizer;
+    no video processor (none is ever passed, and its class needs torchvision)."""
+    if cfg.tiny is not None:
+        return tiny_processor(tokenizer)
+    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    image_processor = AutoImageProcessor.from_pretrained(cfg.model, revision=cfg.revision,
+                                                         trust_remote_code=cfg.trust_remote_code)
+    return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
+
+
+@dataclass
+class RowImage:
+    """One row's image as the policy's processor made it."""
+
+    pixel_values: torch.Tensor  # [patches, channels x temporal patch x patch x patch]
+    image_grid_thw: torch.Tensor  # [1, 3]: the image's patch grid (time, height, width)
+
+
+def image_inputs(images: list[RowImage | None] | None, ids: torch.Tensor, config) -> dict:
+    """A vision-language model's image arguments for rows `ids` [B, T], whose images are `images` (one or None a
+    row): the pixels and grids in row order and which tokens are image tokens (M-RoPE's positions); {} where no
+    row has one."""
+    shown = [im for im in images or [] if im is not None]
+    if not shown:
+        return {}
+    return {"pixel_values": torch.cat([im.pixel_values for im in shown]).to(ids.device),
+            "image_grid_thw": torch.cat([im.image_grid_thw for im in shown]).to(ids.device),
+            "mm_token_type_ids": (ids == config.image_token_id).int()}
 
 
 def default_device(device: str | None) -> str:
@@ -294,6 +345,7 @@ def completion_logps(
     temperature: float,
     batch_size: int,
     lora_autocast: bool = True,
+    images: list[RowImage | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and entropies [N, C] of the completion tokens, `batch_size` rows a forward.
 
@@ -301,7 +353,8 @@ def completion_logps(
     they agree token for token (checked against `generate`'s own logits, left padding included).
     The LM head is applied by `linear_logps_and_entropy` in token chunks, to the last hidden
     states of the completion positions only: no [B, C, V] logits tensor exists, forward or backward.
-    `lora_autocast`: see `adapter_in_model_dtype`.
+    `lora_autocast`: see `adapter_in_model_dtype`. `images`: each row's image (None: a row of text), for a
+    vision-language policy shown its render (`image_inputs`).
     """
     base = model.get_base_model() if isinstance(model, PeftModel) else model
     head = base.get_output_embeddings()
@@ -321,8 +374,9 @@ def completion_logps(
         # rows padded on the right only (prompts of one length) need no mask: a causal attention never sees
         # a row's padding before its end, and without a mask the kernel skips the upper triangle
         rows_mask = None if right_padded(mask[sl]) else mask[sl]
+        shown = image_inputs(images[sl] if images else None, ids[sl], base.config)
         with adapter_in_model_dtype(model, lora_autocast):
-            hidden = base.base_model(input_ids=ids[sl], attention_mask=rows_mask, use_cache=False).last_hidden_state
+            hidden = base.base_model(input_ids=ids[sl], attention_mask=rows_mask, use_cache=False, **shown).last_hidden_state
         lp, ent = linear_logps_and_entropy(hidden[:, -width:], head.weight, completion_ids[sl], temperature, head.bias)
         logps.append(lp)
         entropies.append(ent)

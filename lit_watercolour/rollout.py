@@ -35,7 +35,7 @@ from lit_watercolour.sketch import extract_code
 from lit_watercolour.turns import (
     Conversation,
     TurnsConfig,
-    feedback_text,
+    feedback_for,
     join_turns,
     scorer_parts,
     trajectory_rewards,
@@ -56,14 +56,15 @@ class RolloutPipeline:
     """Samples, renders, gates and scores batches. `rewards`: the mix (None: nothing is scored, as in
     predict). `rank`, `reseed`: each batch's sampling seed is drawn from its first prompt's seed and the
     rank, so ranks draw different rows of the same groups and a batch draws the same whenever it is
-    sampled (DDP, or batches sampled ahead). `depth`: how many batches may be sampled ahead."""
+    sampled (DDP, or batches sampled ahead). `depth`: how many batches may be sampled ahead. `turns`, `tokenizer`,
+    `processor`: two-turn trajectories, their feedback in the policy's chat template (with its processor's images)."""
 
     def __init__(self, sampler: Sampler, rewards: RewardMix | None, pool_args: dict, device: torch.device | None = None,
                  rank: int = 0, reseed: bool = False, depth: int = 0, turns: TurnsConfig = TurnsConfig(),
-                 tokenizer=None) -> None:
+                 tokenizer=None, processor=None) -> None:
         self.sampler, self.rewards, self.rank, self.reseed = sampler, rewards, rank, reseed
         self.turns = turns
-        self.conversation = Conversation(tokenizer) if turns.turns == 2 else None
+        self.conversation = Conversation(tokenizer, processor) if turns.turns == 2 else None
         self.timeline = Timeline()
         self.prefetched = PrefetchQueue(depth)
         self.loop = asyncio.new_event_loop()
@@ -140,9 +141,9 @@ class RolloutPipeline:
         for f in rows.values():
             f.result()
         parts = scorer_parts(self.rewards.terms) if self.rewards is not None else None
-        feedback = [feedback_text(r, parts(r.render.png) if parts and r.render and r.render.png else None)
-                    for r in first.rollouts]
-        prompts, segments = self.conversation.next_prompts(first.samples, feedback)
+        feedback, images = zip(*(feedback_for(r, parts(r.render.png) if parts and r.render and r.render.png else None,
+                                              self.turns) for r in first.rollouts))
+        prompts, segments = self.conversation.next_prompts(first.samples, list(feedback), list(images))
         second, rollouts, second_rows, sampling = self.sample_turn(
             prompts, 1, lambda row, text: Rollout(prompt=first.rollouts[row].prompt, completion=text,
                                                   group=first.rollouts[row].group, seed=first.rollouts[row].seed,

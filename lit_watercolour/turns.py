@@ -11,6 +11,12 @@ what each turn's sampler saw. The feedback's ids are the policy's chat template'
 renders [user, assistant, user(feedback)] with the generation prompt, and what follows the assistant's
 content (its end of turn, the user turn, the opening of the next assistant turn) is the feedback segment.
 A turn-1 sketch that fails the gate still gets its turn 2: the feedback says why.
+
+Image feedback (`feedback: image | both`, a vision-language policy): the feedback turn holds the first
+sketch's render as an image, through the policy's own processor (its placeholder expanded to the image's
+tokens, the pixels patched); turn 2 is sampled with those pixels and the loss's forward gets them again
+(`SampleBatch.images`). Image tokens are feedback tokens: attended, never learned. A first sketch with no
+render gets the text feedback, which says so.
 """
 
 from __future__ import annotations
@@ -22,16 +28,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lit_watercolour.policy import PolicyConfig, RowImage, has_vision_tower
 from lit_watercolour.rewards.image_stats import ImageStatsTerm
+from lit_watercolour.sampling.base import ImagePrompt, PromptInput
 
 if TYPE_CHECKING:
+    from PIL import Image
+
     from lit_watercolour.records import Rollout
     from lit_watercolour.rewards.base import RewardTerm
-    from lit_watercolour.sampling import SampleBatch
+    from lit_watercolour.sampling import SampleBatch, VLLMConfig
 
 Feedback = Literal["text", "image", "both"]
 SENTINEL = "\u2063sketch\u2063"  # stands for turn 1's content while the template renders the feedback segment
 REVISE = "Revise the sketch so the watercolour is better. Answer with one ```js code block."
+SHOWN = "This is what your sketch painted."
 
 
 @dataclass(frozen=True)
@@ -52,9 +63,27 @@ class TurnsConfig:
             raise ValueError(f"turns is 1 or 2, not {self.turns}")
         if self.feedback not in ("text", "image", "both"):
             raise ValueError(f"feedback is text, image or both, not {self.feedback!r}")
-        if self.turns == 2 and self.feedback != "text":
-            raise ValueError(f"feedback={self.feedback!r}: only text feedback is built so far; a render as an image "
-                             "message needs the policy's processor in both samplers and the loss (issue 38)")
+
+    @property
+    def shows_image(self) -> bool:
+        """Whether turn 2 is shown the render: the policy must see (a vision tower and its processor)."""
+        return self.turns == 2 and self.feedback != "text"
+
+
+def check_policy(turns: TurnsConfig, policy: PolicyConfig, sampler: str, vllm: VLLMConfig) -> None:
+    """Refuse, as the run is configured, image feedback the policy or its sampler cannot see."""
+    if not turns.shows_image:
+        return
+    if not has_vision_tower(policy):
+        raise ValueError(f"feedback={turns.feedback!r} shows the policy its render, but the policy "
+                         f"({policy.tiny or policy.model}) is text-only, with no vision tower: use feedback: text, "
+                         "or a vision-language policy (Qwen3.5)")
+    if sampler == "vllm-server":
+        raise ValueError(f"feedback={turns.feedback!r}: the vllm-server sampler sends token ids over HTTP, with no "
+                         "image; use sampler hf or vllm")
+    if sampler == "vllm" and vllm.language_model_only:
+        raise ValueError(f"feedback={turns.feedback!r} with sampler 'vllm': the engine must load the vision tower; "
+                         "set vllm.language_model_only false")
 
 
 def feedback_text(rollout: Rollout, parts: dict[str, float] | None) -> str:
@@ -73,6 +102,15 @@ def feedback_text(rollout: Rollout, parts: dict[str, float] | None) -> str:
     return "\n".join([*lines, REVISE])
 
 
+def feedback_for(rollout: Rollout, parts: dict[str, float] | None, turns: TurnsConfig) -> tuple[str, Image.Image | None]:
+    """What turn 2 is shown of a first sketch: text, the render with a line (`image`) or with the text (`both`);
+    the text alone where nothing was rendered."""
+    image = rollout.render.image if turns.shows_image and rollout.render is not None else None
+    if image is not None and turns.feedback == "image":
+        return f"{SHOWN}\n{REVISE}", image
+    return feedback_text(rollout, parts), image
+
+
 def scorer_parts(terms: list[RewardTerm]):
     """The image-statistics term's per-render parts, for the feedback; None where the mix has none."""
     term = next((t for t in terms if isinstance(t, ImageStatsTerm)), None)
@@ -80,35 +118,49 @@ def scorer_parts(terms: list[RewardTerm]):
 
 
 class Conversation:
-    """Turn 2's prompts as token ids, and the two turns joined into one trajectory for the loss."""
+    """Turn 2's prompts as token ids, and the two turns joined into one trajectory for the loss. `processor`:
+    the policy's own (`policy.load_processor`), for image feedback."""
 
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer, processor=None) -> None:
+        self.tokenizer, self.processor = tokenizer, processor
         self.kwargs = {"enable_thinking": False} if "enable_thinking" in (tokenizer.chat_template or "") else {}
 
-    def feedback_ids(self, text: str, last_token: int | None) -> list[int]:
-        """The feedback segment's ids after a completion whose last token is `last_token`: the template's
-        end of turn is left out where the completion ended with it (else it closes the cut-off turn)."""
+    def feedback_ids(self, text: str, last_token: int | None, image: Image.Image | None = None
+                     ) -> tuple[list[int], RowImage | None]:
+        """The feedback segment's ids after a completion whose last token is `last_token`, and its image as the
+        processor made it: the template's end of turn is left out where the completion ended with it (else it
+        closes the cut-off turn)."""
+        content = text if image is None else [{"type": "image"}, {"type": "text", "text": text}]
         rendered = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": "paint"}, {"role": "assistant", "content": SENTINEL},
-             {"role": "user", "content": text}], tokenize=False, add_generation_prompt=True, **self.kwargs)
-        ids = self.tokenizer(rendered[rendered.index(SENTINEL) + len(SENTINEL):], add_special_tokens=False).input_ids
-        return ids[1:] if ids and ids[0] == last_token else ids
+             {"role": "user", "content": content}], tokenize=False, add_generation_prompt=True, **self.kwargs)
+        segment, inputs = rendered[rendered.index(SENTINEL) + len(SENTINEL):], None
+        if image is None:
+            ids = self.tokenizer(segment, add_special_tokens=False).input_ids
+        else:
+            encoded = self.processor(text=[segment], images=[image], return_tensors="pt")
+            ids, inputs = encoded.input_ids[0].tolist(), RowImage(encoded.pixel_values, encoded.image_grid_thw)
+        return (ids[1:] if ids and ids[0] == last_token else ids), inputs
 
-    def next_prompts(self, first: SampleBatch, feedback: list[str]) -> tuple[list[list[int]], list[list[int]]]:
-        """Each row's turn-2 prompt (prompt | completion 1 | feedback) and its feedback ids."""
+    def next_prompts(self, first: SampleBatch, feedback: list[str], images: list[Image.Image | None] | None = None
+                     ) -> tuple[list[PromptInput], list[list[int]]]:
+        """Each row's turn-2 prompt (prompt | completion 1 | feedback; with an image, an `ImagePrompt`) and its
+        feedback ids."""
         prompts, segments = [], []
-        for row, text in enumerate(feedback):
+        for row, (text, image) in enumerate(zip(feedback, images or [None] * len(feedback), strict=True)):
             prompt = first.prompt_ids[row][first.prompt_mask[row].bool()].tolist()
             completion = first.completion_ids[row][first.completion_mask[row].bool()].tolist()
-            segments.append(self.feedback_ids(text, completion[-1] if completion else None))
-            prompts.append(prompt + completion + segments[-1])
+            segment, inputs = self.feedback_ids(text, completion[-1] if completion else None, image)
+            segments.append(segment)
+            ids = prompt + completion + segment
+            prompts.append(ids if inputs is None else ImagePrompt(ids, image, inputs))
         return prompts, segments
 
 
 def join_turns(first: SampleBatch, feedback_ids: list[list[int]], second: SampleBatch, pad: int) -> SampleBatch:
     """One trajectory per row: turn 1's (left-padded) prompt, and as its completion completion 1 | feedback |
-    completion 2 (right-padded), attended throughout; `sampled_mask` is 1 on the policy's tokens only."""
+    completion 2 (right-padded), attended throughout; `sampled_mask` is 1 on the policy's tokens only; the
+    feedback's images go with their rows."""
     ids, sampled, logps, engine = [], [], [], []
     for row, fb in enumerate(feedback_ids):
         c1, c2 = first.completion_mask[row].bool(), second.completion_mask[row].bool()
@@ -130,7 +182,8 @@ def join_turns(first: SampleBatch, feedback_ids: list[list[int]], second: Sample
     attended = stack([torch.ones(len(x), dtype=torch.long) for x in ids])
     return replace(first, completion_ids=completion_ids, completion_mask=attended, texts=second.texts,
                    truncated=second.truncated, logps=stack(logps), sampler_logps=stack(engine),
-                   seconds=first.seconds + second.seconds, sampled_mask=stack(sampled).to(attended.dtype))
+                   seconds=first.seconds + second.seconds, sampled_mask=stack(sampled).to(attended.dtype),
+                   images=second.images)
 
 
 def trajectory_rewards(final: Tensor, first: Tensor, turn1_weight: float) -> Tensor:

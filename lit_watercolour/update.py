@@ -73,6 +73,18 @@ class OptimConfig:
     """Clip the gradient norm to this; 0: no clipping."""
 
 
+@dataclass
+class ThreadsConfig:
+    """torch's intra-op threads, per phase."""
+
+    update: int = 0
+    """Threads for the update and everything but decoding; 0 keeps torch's default. On a CPU, tiny models
+    beside Chromium want 1-2."""
+    sampling: int = 0
+    """Threads while the hf sampler decodes; 0: as `update`. On a CPU the render pool's Chromium works
+    meanwhile, and a tiny model's kernels gain nothing from a second thread."""
+
+
 # How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.
 AGGREGATORS = {"sum": SumMetric, "token_mean": MeanMetric, "min": MinMetric, "max": MaxMetric}
 UPDATE_METRICS = {
@@ -110,6 +122,8 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
     compiled_before = compile_seconds()
     accumulation = math.ceil(mask.shape[0] / mb)
     num_items = world_tokens(mask.sum())
+    # Dr. GRPO's constant: the most tokens the policy may write in a row (a two-turn trajectory: two completions)
+    most_tokens = c.max_completion_length * (1 if samples.sampled_mask is None else 2)
     metrics = {k: AGGREGATORS[kind](nan_strategy="ignore", sync_on_compute=False) for k, kind in UPDATE_METRICS.items()}
     finite = True
     optimizer.zero_grad()
@@ -117,11 +131,12 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
         ids, m = samples.completion_ids[sl, :c_len], mask[sl, :c_len]
         args = (samples.prompt_ids[sl][:, p_keep], samples.prompt_mask[sl][:, p_keep], ids,
                 samples.completion_mask[sl, :c_len], c.temperature, mb)
-        logps, entropy = completion_logps(model, *args)
+        shown = {"images": samples.images[sl]} if samples.images else {}  # a render fed back (two turns)
+        logps, entropy = completion_logps(model, *args, **shown)
         ref = None
         if g.beta != 0.0:
             with torch.no_grad(), model.disable_adapter():
-                ref = completion_logps(model, *args)[0]
+                ref = completion_logps(model, *args, **shown)[0]
         # on-policy the ratio is exactly 1, as in TRL
         old = old_logps[sl, :c_len] if old_logps is not None else None
         m = m.to(logps.device)
@@ -133,7 +148,7 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
             logps, advantages[sl].to(logps.device), m, old_logps=old, importance_weights=weights, ref_logps=ref,
             loss_type=g.loss_type,
             epsilon=g.epsilon, epsilon_high=g.epsilon_high, beta=g.beta, use_bias_correction_kl=g.use_bias_correction_kl,
-            num_items_in_batch=num_items, max_completion_length=c.max_completion_length,
+            num_items_in_batch=num_items, max_completion_length=most_tokens,
             gradient_accumulation_steps=accumulation,
         )
         finite = finite and bool(torch.isfinite(loss))

@@ -38,6 +38,13 @@ then a summary. `--max-minutes` starts no step that would end past that many min
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe --sampler hf  # the recipe path, CPU sizes
     python scripts/rehearse_recipe.py --policy-shapes recipe --sampler vllm --steps 3  # H200: the colocated engine
     python scripts/rehearse_recipe.py --turns 2 --out $OUT/turns       # two-turn trajectories, text feedback
+    python scripts/rehearse_recipe.py --policy-shapes recipe --sampler hf --turns 2 --feedback image --steps 2  # shown its render
+
+With `--turns 2` each step also reports its phases (`phases_s`: each turn's sampling, the renderer's and each
+scorer's busy seconds, the update) and the run ends with a table of them. Image feedback (`--feedback image|both`)
+shows turn 2 the render through the policy's processor (built locally, with Qwen3.5-35B-A3B's image settings);
+the policy's vision tower has the checkpoint's shapes at `--policy-shapes recipe` (`RECIPE_VISION`), one small
+block otherwise.
 
 With `--sampler vllm` (the recipe config's) each step also reports the engine's phases (`phase/*`: wake, generate,
 sleep, the update between them) with the GPU's peak memory in use by all processes during each (a thread samples
@@ -66,16 +73,24 @@ from lit_watercolour.offline.judge_server import JudgeServer, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 LINES_FILE = "rehearsal.jsonl"
+# Qwen3.5-35B-A3B's vision tower (its public config.json's vision_config; transformers' Qwen3_5MoeVisionConfig defaults but for
+# out_hidden_size, the text model's width): 27 blocks 1152 wide, 16-pixel patches merged 2x2 into one token.
+RECIPE_VISION = dict(depth=27, hidden_size=1152, hidden_act="gelu_pytorch_tanh", intermediate_size=4304, num_heads=16,
+                     in_channels=3, patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=2048,
+                     num_position_embeddings=2304)
 # Qwen3.5-35B-A3B's text model (its public config.json; transformers' Qwen3_5MoeTextConfig defaults
-# are the same checkpoint): 40 layers, 3 Gated DeltaNet per full-attention layer, 256 routed experts
-# (8 per token) + 1 shared. The routed experts are fused 3-D parameters, not Linear modules, so
+# are the same checkpoint but for RoPE's base): 40 layers, 3 Gated DeltaNet per full-attention layer, 256 routed
+# experts (8 per token) + 1 shared; interleaved M-RoPE (an image's tokens take 2-D positions) on a quarter of each head. The routed experts are fused 3-D parameters, not Linear modules, so
 # LoRA "all-linear" leaves them frozen, as in the recipe.
 RECIPE_SHAPES = dict(
     vocab_size=248320, hidden_size=2048, num_layers=40, num_attention_heads=16, num_key_value_heads=2, head_dim=256,
     linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128, linear_value_head_dim=128,
     moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts=256, num_experts_per_tok=8,
     max_position_embeddings=32768,
+    rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
+                         mrope_section=[11, 11, 10], mrope_interleaved=True),
     layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)],
+    vision=RECIPE_VISION,
 )
 SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4)
 # --policy-shapes qwen3-4b (with --config configs/hibiscus_qwen3_4b.yaml): Qwen3-4B-Instruct-2507's public config, dense
@@ -87,7 +102,7 @@ TINY_RECIPE_SHAPES = {
     **RECIPE_SHAPES, "hidden_size": 64, "num_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
     "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
     "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
-    "layer_types": RECIPE_SHAPES["layer_types"][:4],
+    "layer_types": RECIPE_SHAPES["layer_types"][:4], "vision": {},  # a one-block tower
 }
 
 
@@ -108,7 +123,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
                     help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
     ap.add_argument("--turns", type=int, choices=[1, 2], default=1,
-                    help="2: the policy revises each sketch after text feedback on it, in the same conversation (model.turns)")
+                    help="2: the policy revises each sketch after feedback on it, in the same conversation (model.turns)")
+    ap.add_argument("--feedback", choices=["text", "image", "both"], default="text",
+                    help="what turn 2 is shown: text, the render (through the policy's processor) or both (model.feedback)")
     ap.add_argument("--max-minutes", type=float, default=0.0,
                     help="start no step that would end past this many minutes from launch (0: no limit)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "rehearse_recipe",
@@ -133,13 +150,15 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
-    model["turns"] = args.turns
+    model["turns"], model["feedback"] = args.turns, args.feedback
     model["sampler"] = sampler_backend(args, cfg)
     vllm = model.get("vllm") or {}
     # on a CPU a small engine: no compilation, a 32 MiB KV cache (else vLLM takes a share of host RAM)
     small = {"enforce_eager": True, "kv_cache_memory_bytes": 32 << 20} if args.device == "cpu" else {}
     engine = {**(vllm.get("engine_kwargs") or {}), **small, **args.vllm.get("engine_kwargs", {})}
     model["vllm"] = {**vllm, **args.vllm, "engine_kwargs": engine}
+    if args.turns == 2 and args.feedback != "text":  # the engine is shown the render: it loads the vision tower
+        model["vllm"]["language_model_only"] = False
     model["render_pool_size"] = args.render_pages or (16 if args.device == "cuda" else model["render_pool_size"])
     if args.device == "cpu":
         model["threads"] = {"update": 1}  # tiny kernels: more threads only fight Chromium for the cores
@@ -225,6 +244,16 @@ class DeviceMemory:
         self.thread.join()
 
 
+def phase_seconds(m: dict) -> dict:
+    """The step's phases in seconds: each turn's sampling (one turn: `sampling_turn1`), the renderer's and each
+    scorer's busy time within the step's window, the update."""
+    turn1 = m.get("time/sampling_turn1_s", m["time/sampling_s"])
+    out = {"sampling_turn1": turn1, "sampling_turn2": m["time/sampling_s"] - turn1, "render": m["time/busy/render_s"],
+           **{k.removeprefix("time/busy/").removesuffix("_s"): v for k, v in m.items() if k.startswith("time/busy/score_")},
+           "update": m["time/update_s"]}
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def phase_table(rows: list[dict]) -> str:
     """Per phase: mean seconds and the highest device memory over the steps after the first (all if one)."""
     later = rows[1:] or rows
@@ -277,7 +306,8 @@ class StandIns(pl.Callback):
                "decode_path": getattr(pl_module.sampler.inner, "decode_path", pl_module.sampler_backend),
                "staleness": m.get("train/staleness"), "reward": round(m.get("reward", float("nan")), 4), "gate_pass_rate": m.get("gate/pass_rate"),
                **{k: round(m[k], 4) for k in sorted(m) if k.startswith("turns/")},
-               "completion_tokens_mean": m.get("completions/mean_length"), "judge_calls": m.get("reward/judge/calls"),
+               "completion_tokens_mean": m.get("completions/mean_length"), "phases_s": phase_seconds(m),
+               "judge_calls": m.get("reward/judge/calls"),
                "judge_failures": m.get("reward/judge/failures"),
                "gate_reasons": dict(Counter(r.gate.reason for r in outputs["step"].batch.rollouts)),
                "elapsed_s": round(time.perf_counter() - self.start, 1)}
@@ -361,6 +391,8 @@ def main(argv=None) -> dict:
         "steps": len(steps), "policy_parameters": params, "trainable_parameters": trainable,
         "judge_requests": len(server.received), "webgl_renderer": renderer,
         "mean_after_first": {k: round(sum(s.get(k, 0.0) for s in later) / len(later), 3) for k in keys},
+        "phases_s_mean_after_first": {k: round(sum(s["phases_s"][k] for s in later) / len(later), 3)
+                                      for k in later[0]["phases_s"]} if later else {},
         "wall_s": round(time.perf_counter() - t0, 1),
     }
     report({"summary": summary})

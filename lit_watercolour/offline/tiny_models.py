@@ -10,21 +10,38 @@ template), so the very code that loads a Hub id or a local folder loads these to
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, PreTrainedModel, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen3VLProcessor,
+)
+from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+from transformers.processing_utils import ProcessorMixin
 
 from lit_watercolour.prompts import SYSTEM_PROMPT, skeleton
 
 QWEN_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)
 THINK_TOKENS = ["<think>", "</think>"]
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+VISION_ARCHS = ("qwen3_5_moe",)  # tiny architectures with a vision tower: their policies can be shown images
 
-# Qwen3's template reduced to what single-turn GRPO needs, keeping its `enable_thinking` switch.
+# Qwen3.5's template reduced to what GRPO needs: turns of text, or of text and images (Qwen's vision
+# placeholders, which a processor expands), and its `enable_thinking` switch.
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}{{- '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{%- elif part['type'] == 'text' %}{{- part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
@@ -72,13 +89,29 @@ def bpe_tokenizer(texts: list[str], vocab_size: int, special_tokens: list[str], 
                                    chat_template=chat_template, **kwargs)
 
 
-def tiny_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
-    """The tiny policies' tokenizer: Qwen's special tokens and chat template, merges from the prompt and a sketch."""
-    return bpe_tokenizer([SYSTEM_PROMPT, SAMPLE_SKETCH] * 4, vocab_size, QWEN_TOKENS + THINK_TOKENS)
+def tiny_tokenizer(vocab_size: int = 1024, vision: bool = False) -> PreTrainedTokenizerFast:
+    """The tiny policies' tokenizer: Qwen's special tokens and chat template, merges from the prompt and a sketch.
+    `vision`: Qwen's vision tokens too, after every other id (a vision-language policy's)."""
+    tokenizer = bpe_tokenizer([SYSTEM_PROMPT, SAMPLE_SKETCH] * 4, vocab_size, QWEN_TOKENS + THINK_TOKENS)
+    if vision:
+        tokenizer.add_special_tokens({"additional_special_tokens": VISION_TOKENS})
+    return tokenizer
 
 
-def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: int = 2, **overrides):
-    """A small config of a supported architecture: "qwen3", "qwen3_moe", "qwen3_5_moe"."""
+def tiny_processor(tokenizer: PreTrainedTokenizerFast):
+    """A tiny vision-language policy's processor: Qwen3.5's (Qwen3-VL's class), with the image settings of
+    Qwen3.5-35B-A3B's preprocessor_config.json (16-pixel patches merged 2x2, mean and std 0.5, 256x256 to
+    4096x4096 pixels)."""
+    image_processor = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2,
+                                               image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                               size={"shortest_edge": 65536, "longest_edge": 16777216})
+    return build_processor(Qwen3VLProcessor, tokenizer, image_processor)
+
+
+def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: int = 2, vision: dict | None = None,
+                **overrides):
+    """A small config of a supported architecture: "qwen3", "qwen3_moe", "qwen3_5_moe". `vision`: the vision
+    tower's sizes over a one-block tower's (a vision-language architecture's)."""
     from transformers import Qwen3_5MoeConfig, Qwen3Config, Qwen3MoeConfig
 
     heads = max(2, hidden_size // 32)
@@ -117,9 +150,10 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
             ],
             **overrides,
         }
-        # a one-block vision tower: the policy is trained text-only and LoRA skips the tower
-        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=text["hidden_size"])
-        return Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=text["tie_word_embeddings"])
+        # a one-block vision tower unless `vision` says otherwise: frozen, and LoRA skips it
+        tower = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=text["hidden_size"],
+                     **(vision or {}))
+        return Qwen3_5MoeConfig(text_config=text, vision_config=tower, tie_word_embeddings=text["tie_word_embeddings"])
     raise ValueError(f"unknown tiny architecture {arch!r}; expected qwen3, qwen3_moe or qwen3_5_moe")
 
 
@@ -134,6 +168,9 @@ def build_tiny_model(arch: str, tokenizer: PreTrainedTokenizerFast, seed: int = 
     for c in (cfg, getattr(cfg, "text_config", None)):
         if c is not None:
             c.eos_token_id, c.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    if hasattr(cfg, "vision_config") and "<|image_pad|>" in tokenizer.get_vocab():
+        for name, value in _token_ids(tokenizer).items():  # the placeholders the processor writes
+            setattr(cfg, name, value)
     torch.manual_seed(seed)
     auto = AutoModelForImageTextToText if hasattr(cfg, "vision_config") else AutoModelForCausalLM
     model = auto.from_config(cfg, dtype=dtype)
@@ -143,11 +180,14 @@ def build_tiny_model(arch: str, tokenizer: PreTrainedTokenizerFast, seed: int = 
 
 
 def save_tiny_policy(path: str | Path, arch: str = "qwen3", seed: int = 0, **config) -> Path:
-    """Write a tiny random-init policy as a standard transformers folder and return its path."""
+    """Write a tiny random-init policy as a standard transformers folder and return its path; a vision-language
+    one with its image processor's preprocessor_config.json."""
     path = Path(path)
-    tokenizer = tiny_tokenizer()
+    tokenizer = tiny_tokenizer(vision=arch in VISION_ARCHS)
     build_tiny_model(arch, tokenizer, seed=seed, **config).save_pretrained(path)
     tokenizer.save_pretrained(path)
+    if arch in VISION_ARCHS:
+        tiny_processor(tokenizer).image_processor.save_pretrained(path)
     return path
 
 
@@ -167,18 +207,12 @@ def tiny_vl_tokenizer(vocab_size: int = 400) -> PreTrainedTokenizerFast:
                                                "vision_end_token": "<|vision_end|>"})
 
 
-def build_processor(processor_cls, tokenizer, patch_size: int, merge_size: int = 2):
-    """A processor from a local tokenizer and the PIL image processor, with no video processor.
+def build_processor(processor_cls, tokenizer, image_processor):
+    """A processor from a tokenizer and an image processor, with no video processor.
 
     ProcessorMixin checks every attribute's class, and the video processor's class is only
-    importable with torchvision; the scorers never pass video, so that check is skipped here.
+    importable with torchvision; nothing here passes video, so that check is skipped.
     """
-    from unittest import mock
-
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-    from transformers.processing_utils import ProcessorMixin
-
-    image_processor = Qwen2VLImageProcessorPil(patch_size=patch_size, merge_size=merge_size)
     with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda *a: None):
         return processor_cls(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
                              chat_template=tokenizer.chat_template)
@@ -220,14 +254,13 @@ def tiny_qwen2_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, visi
         tie_word_embeddings=False, **_token_ids(tok),
     )
     torch.manual_seed(seed)
-    return Qwen2VLForConditionalGeneration(cfg).eval(), build_processor(Qwen2VLProcessor, tok, patch_size=14)
+    return Qwen2VLForConditionalGeneration(cfg).eval(), build_processor(Qwen2VLProcessor, tok, Qwen2VLImageProcessorPil(patch_size=14))
 
 
 def tiny_qwen3_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, vision_width: int = 32, moe: bool = False,
                   seed: int = 0):
     """(model, processor): Qwen3-VL (dense) or Qwen3-VL-MoE (the recipe judge's architecture), random weights."""
-    from transformers import (Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig,
-                              Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor)
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
 
     tok = tiny_vl_tokenizer()
     text = _text(tok, hidden, layers, rope_parameters=_rope(hidden, mrope_interleaved=True))
@@ -239,4 +272,4 @@ def tiny_qwen3_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, visi
     config_cls, model_cls = (Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration) if moe else (Qwen3VLConfig, Qwen3VLForConditionalGeneration)
     cfg = config_cls(text_config=text, vision_config=vision, tie_word_embeddings=False, **_token_ids(tok))
     torch.manual_seed(seed)
-    return model_cls(cfg).eval(), build_processor(Qwen3VLProcessor, tok, patch_size=16)
+    return model_cls(cfg).eval(), build_processor(Qwen3VLProcessor, tok, Qwen2VLImageProcessorPil(patch_size=16))

@@ -22,15 +22,16 @@ __all__ = ["FinishedRowHook", "HFSampler", "OnCompletion", "SampleBatch", "Sampl
 
 
 def build_sampler(config: SamplingConfig, model, tokenizer, backend: str = "hf", vllm_config: VLLMConfig | None = None,
-                  need_logps: bool = False) -> Sampler:
+                  need_logps: bool = False, processor=None) -> Sampler:
     """The `backend` sampler of `model`. `need_logps`: every batch carries the policy's log-probs even where
-    they cost a forward (a loss that reuses the batch, num_iterations > 1, needs them)."""
+    they cost a forward (a loss that reuses the batch, num_iterations > 1, needs them). `processor`: the policy's,
+    where it is shown images (the vllm engine runs its own from the processor's settings)."""
     if backend == "hf":
         return HFSampler(model, tokenizer, config, need_logps)
     if backend == "vllm":
         from lit_watercolour.sampling.vllm import VLLMSampler
 
-        return VLLMSampler(model, tokenizer, config, vllm_config or VLLMConfig(), need_logps)
+        return VLLMSampler(model, tokenizer, config, vllm_config or VLLMConfig(), need_logps, processor)
     if backend == "vllm-server":
         from lit_watercolour.sampling.vllm_server import VLLMServerSampler
 

@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 import torch
 from torch import Tensor
 
-from lit_watercolour.policy import completion_logps
+from lit_watercolour.policy import RowImage, completion_logps
 
 
 @dataclass
@@ -130,6 +130,9 @@ class SampleBatch:
     # [N, C] 1 on the tokens the policy sampled, where the completion holds others too (a two-turn trajectory's
     # feedback, `lit_watercolour.turns`); None: every completion token is the policy's
     sampled_mask: Tensor | None = None
+    # each row's image (None: a row of text) where a vision-language policy was shown one (a render fed back);
+    # every forward over these rows takes them (`policy.image_inputs`). None: no row has one
+    images: list[RowImage | None] | None = None
 
     @property
     def policy_mask(self) -> Tensor:
@@ -141,7 +144,18 @@ class SampleBatch:
         return self.policy_mask.sum(1)
 
 
-PromptInput = str | list[int]  # chat-templated text, or token ids (a conversation's next turn: never re-tokenised)
+@dataclass
+class ImagePrompt:
+    """A prompt with an image in it (a render fed back to a vision-language policy): its token ids, the image's
+    placeholder already expanded to its tokens by the policy's processor."""
+
+    ids: list[int]
+    image: object  # the PIL image, for an engine that runs the processor itself (vLLM)
+    inputs: RowImage  # what the policy's processor made of it
+
+
+# chat-templated text, token ids (a conversation's next turn: never re-tokenised), or token ids with an image
+PromptInput = str | list[int] | ImagePrompt
 OnCompletion = Callable[[int, str], None]  # (row, decoded text), called as soon as a row is decoded
 
 
@@ -229,7 +243,8 @@ def with_policy_logps(model: torch.nn.Module, batch: SampleBatch, config: Sampli
     model.eval()
     try:
         logps = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                 batch.completion_mask, config.temperature, config.logprob_batch_size)[0]
+                                 batch.completion_mask, config.temperature, config.logprob_batch_size,
+                                 images=batch.images)[0]
     finally:
         model.train(was_training)
     return replace(batch, logps=logps * batch.completion_mask)
@@ -247,4 +262,18 @@ def policy_device(model: torch.nn.Module) -> torch.device:
 
 def prompt_token_ids(tokenizer, prompts: list[PromptInput]) -> list[list[int]]:
     """Each prompt's ids: text tokenised (the chat template already has its specials), ids as they are."""
-    return [p if isinstance(p, list) else tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
+    return [p if isinstance(p, list) else p.ids if isinstance(p, ImagePrompt) else
+            tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
+
+
+def prompt_images(prompts: list[PromptInput], n: int) -> list[RowImage | None] | None:
+    """Each of the n x prompts rows' image (`SampleBatch.images`); None where no prompt has one."""
+    images = [p.inputs if isinstance(p, ImagePrompt) else None for p in prompts for _ in range(n)]
+    return images if any(im is not None for im in images) else None
+
+
+def completion_metrics(samples: SampleBatch) -> dict[str, float]:
+    """The batch's completion lengths (the policy's tokens) and the share cut off at the length limit."""
+    lengths = samples.num_tokens.float()
+    return {"completions/mean_length": lengths.mean().item(), "completions/max_length": lengths.max().item(),
+            "completions/clipped_ratio": samples.truncated.float().mean().item()}

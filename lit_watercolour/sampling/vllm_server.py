@@ -130,7 +130,7 @@ class VLLMServerSampler(EngineSampler):
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
         done = self.run(self.request(ids, n, on_completion))
-        return self.batch(ids, n, done, start)  # the policy's log-probs, if asked for, on this thread
+        return self.batch(prompts, ids, n, done, start)  # the policy's log-probs, if asked for, on this thread
 
     def close(self) -> None:
         """Nothing held between calls: each batch's client closes with its batch."""
