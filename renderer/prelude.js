@@ -4,6 +4,10 @@
 (() => {
   "use strict";
   const realRaf = window.requestAnimationFrame.bind(window);
+  // A page gets a new document for each sketch (sandbox.pages): the tab's name and session storage,
+  // which a navigation keeps, start empty.
+  window.name = "";
+  sessionStorage.clear();
 
   // Mulberry32 streams in place of Math.random and for the sketch's crypto; harness.js reseeds both per render.
   const mulberry = () => {

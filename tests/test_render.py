@@ -320,36 +320,49 @@ def test_browsers_by_default_follow_the_backend_and_the_cores():
 
 
 def test_nothing_a_sketch_left_running_survives_into_the_next_render(monkeypatch):
-    """A clean render's page is renewed before the next sketch: its renderer, spinning in work left
-    behind (injected here from outside: the sketch has no timer of its own), is gone by then."""
-    from lit_watercolour.sandbox import pool as pool_module
+    """A clean render's page gets a new document before the next sketch (work injected from outside: the
+    sketch has no timer of its own). Work left scheduled is discarded with the old document while the
+    renderer is kept; work left spinning blocks that navigation, and the page's context is closed,
+    its renderer with it."""
+    from lit_watercolour.sandbox import pages as pages_module, pool as pool_module
     from lit_watercolour.sandbox.browser import processes
     from lit_watercolour.sandbox.processes import cpu_seconds
 
+    left_ticks: list[str] = []
+    ticked: list[int] = []  # ticks logged before the renewal: the chain ran
     spinners: list[int] = []
     pools: list[RenderPool] = []
     real_renew = pool_module.renew
 
-    async def renew_after_spinning(warm):
-        if not spinners:
-            # the spare page warming beside it is let finish, so that of the browser's renderers only
-            # the page's own burns CPU in the fixed work below: that one is the page's renderer
-            spare = pools[0]._warming - {asyncio.current_task()}
-            if spare:
-                await asyncio.wait(spare)
-            renderers = [pid for kind, pid in await processes(warm.owner.cdp) if kind == "renderer"]
-            before = {pid: cpu_seconds(pid) for pid in renderers}
-            # answered once the spin is queued behind the answer: it runs when renew() starts
-            await warm.page.evaluate("""() => new Promise((answer) => {
-              let work = 0;
-              for (let i = 0; i < 3e8; i++) work += i & 1;
-              setTimeout(() => answer(work), 0);
-              setTimeout(() => { for (;;) {} }, 0);
-            })""")
-            spinners.append(max(renderers, key=lambda pid: cpu_seconds(pid) - before[pid]))
+    async def renew_after_leaving_work(warm):
+        renewals = pools[0].pages_reused
+        if renewals == 0:  # a timer chain that would log for as long as its document lives
+            warm.page.on("console", lambda message: left_ticks.append(message.text))
+            await warm.page.evaluate("() => { const tick = () => { console.log('tick'); setTimeout(tick, 20); }; tick(); }")
+            ticked.append(len(left_ticks))
+            monkeypatch.setattr(pages_module, "RENEW_TIMEOUT_S", pages_module.WARM_TIMEOUT_S)  # a loaded box is slow
+            await real_renew(warm)
+            left_ticks.clear()  # from here on, a tick is work that outlived its document
+            return warm
+        # the spare page warming beside it is let finish, so that of the browser's renderers only
+        # the page's own burns CPU in the fixed work below: that one is the page's renderer
+        spare = pools[0]._warming - {asyncio.current_task()}
+        if spare:
+            await asyncio.wait(spare)
+        renderers = [pid for kind, pid in await processes(warm.owner.cdp) if kind == "renderer"]
+        before = {pid: cpu_seconds(pid) for pid in renderers}
+        # answered once the spin is queued behind the answer: it runs when renew() starts
+        await warm.page.evaluate("""() => new Promise((answer) => {
+          let work = 0;
+          for (let i = 0; i < 3e8; i++) work += i & 1;
+          setTimeout(() => answer(work), 0);
+          setTimeout(() => { for (;;) {} }, 0);
+        })""")
+        spinners.append(max(renderers, key=lambda pid: cpu_seconds(pid) - before[pid]))
+        monkeypatch.setattr(pages_module, "RENEW_TIMEOUT_S", 2.0)  # the spin blocks it anyway: fail sooner
         return await real_renew(warm)
 
-    monkeypatch.setattr(pool_module, "renew", renew_after_spinning)
+    monkeypatch.setattr(pool_module, "renew", renew_after_leaving_work)
 
     def alive(pid: int) -> bool:
         try:
@@ -360,14 +373,17 @@ def test_nothing_a_sketch_left_running_survives_into_the_next_render(monkeypatch
     async def scenario():
         async with RenderPool(size=1, browsers=1, timeout_s=60.0) as pool:
             pools.append(pool)
-            first = await pool.render(SMALL, 0)
-            await pool.settled()  # the page is renewed: the next sketch may start
-            left = [pid for pid in spinners if alive(pid)]
-            second = await pool.render(SMALL, 1)
-            return first, left, second, pool.pages_reused
+            results = [await pool.render(SMALL, 0)]
+            await pool.settled()  # renewed, the timer chain left behind
+            renewed = pool.pages_reused
+            results.append(await pool.render(SMALL, 1))
+            await pool.settled()  # renewal fails on the spin: a new context instead
+            results.append(await pool.render(SMALL, 2))
+            return results, renewed, [pid for pid in spinners if alive(pid)]
 
-    first, left, second, reused = asyncio.run(scenario())
-    assert first.error is None and second.error is None and reused >= 1 and spinners
+    results, renewed, left = asyncio.run(scenario())
+    assert all(r.error is None and r.png for r in results)
+    assert renewed == 1 and ticked[0] >= 1 and left_ticks == [] and spinners
     assert left == []
 
 

@@ -25,7 +25,8 @@ CHROMIUM_ENV = "LIT_WATERCOLOUR_CHROMIUM"
 # p5.brush rasterises every fill into an offscreen Canvas2D mask, and GPU-rasterised Canvas2D
 # is far slower than the software path under SwiftShader (docs/rendering.md). The host-resolver
 # rule makes any request that escapes routing fail at DNS. The background flags keep timers and rAF at full rate in pages that are
-# not in front; the V8 heap cap makes a runaway allocation kill its own renderer early.
+# not in front; the V8 heap cap makes a runaway allocation kill its own renderer early. Without the back-forward cache a
+# document navigated away from is destroyed, never kept (sandbox.pages renews a page by navigating it).
 COMMON_ARGS: tuple[str, ...] = (
     "--disable-accelerated-2d-canvas",
     "--host-resolver-rules=MAP * ~NOTFOUND",
@@ -33,6 +34,7 @@ COMMON_ARGS: tuple[str, ...] = (
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
     "--mute-audio",
+    "--disable-back-forward-cache",
     "--js-flags=--max-old-space-size=1024",
 )
 # SwiftShader must be opted into since Chrome 139. Captures are read off the canvas, never composited:

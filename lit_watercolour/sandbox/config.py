@@ -40,8 +40,8 @@ class RenderConfig:
     accelerated_canvas2d: bool = False
     """On the gpu backend, let Canvas2D (p5.brush's fill masks) draw on the GPU too (never on SwiftShader)."""
     reuse_pages: bool = True
-    """After a clean render, load a new sandbox document into the same page (its renderer process
-    restarted, the context and code cache kept) instead of opening a new context."""
+    """After a clean render, navigate the same page to a new sandbox document (its renderer process
+    and V8's compilation cache kept, the old document discarded) instead of opening a new context."""
     page_dir: str | None = None
     """Folder of the sandbox page's own files (sandbox.html, prelude.js, harness.js); None for renderer/."""
 

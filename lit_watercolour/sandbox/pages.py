@@ -1,11 +1,16 @@
 """Pages: a browser context serving the sandbox page from memory, warmed with p5 + p5.brush
-before its sketch arrives, and renewed between sketches so that nothing a sketch started outlives it.
+before its sketch arrives, and given a fresh document between sketches so that nothing a sketch
+started or changed outlives it.
 
 Every request is routed: the sandbox page and its scripts are served from memory at ORIGIN,
 anything else is aborted and recorded (`network:request`). A page whose sketch finished cleanly is
-renewed in the same context: the page is closed (its renderer process ends, and with it whatever
-the sketch left running) and a new one opened, which loads the libraries from the context's code
-cache. Any other page has its whole context closed.
+renewed by navigating it to a new sandbox document in the same renderer process: the old document,
+its JS realm and everything it scheduled (timers, animation frames, promises, its WebGL context)
+are discarded when the new one commits, while the process keeps V8's compilation cache, so the
+libraries are not compiled again. Work still running blocks that navigation: a renewal that does
+not finish in RENEW_TIMEOUT_S fails, and the pool then closes the whole context, renderer and all.
+The back-forward cache, which would keep the old document, is off (sandbox.browser). Any page
+whose render was not clean has its whole context closed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from lit_watercolour.sandbox.faults import PageCrashed
 RENDERER_DIR = Path(__file__).resolve().parent.parent.parent / "renderer"
 ORIGIN = "http://sketch.invalid"
 WARM_TIMEOUT_S = 60.0  # warming a page takes ~1 s; a minute means its browser is wedged
-RENEW_TIMEOUT_S = 10.0  # a new page in a warm context; longer means the browser is unwell
+RENEW_TIMEOUT_S = 10.0  # a new document in a warm page; longer means work was left running there, or the browser is unwell
 
 
 def assets(page_dir: Path = RENDERER_DIR) -> dict[str, tuple[bytes, str]]:
@@ -45,7 +50,7 @@ class WarmPage:
 
     context: BrowserContext
     page: Page | None
-    crashed: asyncio.Future
+    crashed: asyncio.Future  # fails when the page's renderer dies; a new one for each document
     violations: list[str]  # requests the router refused, seen outside the page
     owner: BrowserHandle
     destroyed: list[str] = field(default_factory=list)  # frames navigated away after load
@@ -78,6 +83,9 @@ async def open_page(owner: BrowserHandle, files: dict[str, tuple[bytes, str]], s
                 await route.fulfill(status=200, body=asset[0], content_type=asset[1])
 
         await context.route("**/*", route)
+        warm.page = page = await context.new_page()
+        page.on("crash", lambda _: warm.crashed.done() or warm.crashed.set_exception(PageCrashed("page crashed")))
+        page.on("framenavigated", lambda frame: warm.destroyed.append(frame.url))
         await _new_document(warm)
     except BaseException:
         await asyncio.shield(close_context(context))
@@ -86,28 +94,21 @@ async def open_page(owner: BrowserHandle, files: dict[str, tuple[bytes, str]], s
 
 
 async def _new_document(warm: WarmPage) -> None:
-    """A new page in the warm context with a fresh sandbox document: a new renderer and JS realm,
-    p5 + p5.brush parsed (from the context's code cache after the first) and the harness armed."""
-    warm.page = page = await warm.context.new_page()
-    crashed = warm.crashed = asyncio.get_running_loop().create_future()
-    page.on("crash", lambda _: crashed.done() or crashed.set_exception(PageCrashed("page crashed")))
-    destroyed = warm.destroyed = []
-    page.on("framenavigated", lambda frame: destroyed.append(frame.url))
+    """A fresh sandbox document in the warm page: a new JS realm, p5 + p5.brush run and the harness armed."""
     warm.loaded = False  # the router lets exactly this navigation fetch the sandbox page
-    await page.goto(ORIGIN + "/index.html", wait_until="load")
+    await warm.page.goto(ORIGIN + "/index.html", wait_until="load")
     warm.loaded = True
-    if not await page.evaluate("() => window.__lw && window.__lw.ready === true"):
+    if not await warm.page.evaluate("() => window.__lw && window.__lw.ready === true"):
         raise RuntimeError("sandbox page did not load its harness")
     warm.violations.clear()  # what this navigation left behind is not the sketch's
-    destroyed.clear()
+    warm.destroyed.clear()
 
 
 async def renew(warm: WarmPage) -> WarmPage:
-    """The used page closed (its renderer, and whatever the sketch left running there, ends) and a
-    new sandbox page opened in the same context."""
-    old = warm.page
+    """The used page navigated to a new sandbox document (the old one, and all it scheduled, discarded);
+    fails after RENEW_TIMEOUT_S when the old document still runs work that blocks the navigation."""
     if not warm.crashed.done():
         warm.crashed.cancel()
-    await asyncio.wait_for(old.close(), CLOSE_TIMEOUT_S)
+    warm.crashed = asyncio.get_running_loop().create_future()
     await asyncio.wait_for(_new_document(warm), RENEW_TIMEOUT_S)
     return warm

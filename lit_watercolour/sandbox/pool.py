@@ -1,7 +1,7 @@
 """An asyncio pool of warm headless-Chromium pages, spread over several browsers, that render
 p5.brush sketches.
 
-Each render gets a fresh page and JS realm (state never leaks between sketches: p5.brush's
+Each render gets a fresh document and JS realm (state never leaks between sketches: p5.brush's
 `scaleBrushes` compounds, globals linger), loaded with p5 + p5.brush ahead of time, while earlier
 sketches paint, so a render pays only for its own JS (sandbox.pages). The page (renderer/
 sandbox.html + prelude.js + harness.js) reports when p5.brush has flushed its last frame; there are
@@ -52,7 +52,7 @@ class RenderPool:
         self.executable_path = chromium.chromium_executable(config.executable_path)
         self.backend = chromium.resolve_backend(config.render_backend)
         self.browsers = config.browsers or chromium.default_browsers(self.backend, size)
-        self.pages_reused = 0  # renders that got a renewed page in a used context rather than a new context
+        self.pages_reused = 0  # renders that got a used page with a new document rather than a new context
         self.renderer: str | None = None  # what WebGL reported at start-up
         self._assets = assets(Path(config.page_dir) if config.page_dir else RENDERER_DIR)
         self._playwright = None
@@ -207,6 +207,8 @@ class RenderPool:
         return opening.result()
 
     async def _renew_or_new(self, warm: WarmPage) -> WarmPage:
+        """The page with a new document; one that cannot be renewed (its old document still runs
+        work, or it crashed) has its context closed, renderer and all, and a new page is warmed."""
         if warm.owner.usable():
             try:
                 await renew(warm)
