@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lit_watercolour.__main__ import WatercolourCLI
+from lit_watercolour.__main__ import WatercolourCLI, main
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
 
@@ -23,6 +23,15 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))  # 1 thread: see cpu_threads.py
     return subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=1800)  # a hang guard, never a speed bound
+
+
+def printed_config(capsys, args: list[str]) -> str:
+    """`fit ... --print_config` in this process: parsing the config needs no fresh interpreter (the fit and
+    predict runs above go through `python -m lit_watercolour` itself)."""
+    with pytest.raises(SystemExit) as done:
+        main(["fit", *args])
+    assert done.value.code in (0, None)
+    return capsys.readouterr().out
 
 
 def test_fit_then_predict_with_the_trained_adapter(tmp_path):
@@ -47,11 +56,9 @@ def test_fit_then_predict_with_the_trained_adapter(tmp_path):
     assert "a-peach-hibiscus-0-0.txt" in painted and "a-blue-iris-1-0.txt" in painted
 
 
-def test_recipe_config_parses():
+def test_recipe_config_parses(capsys):
     """The H200 recipe resolves to the documented settings without loading the 35B model."""
-    cfg = run(["fit", "--config", str(ROOT / "configs" / "hibiscus_qwen35_a3b.yaml"), "--print_config"], ROOT)
-    assert cfg.returncode == 0, cfg.stderr[-3000:]
-    c = yaml.safe_load(cfg.stdout)
+    c = yaml.safe_load(printed_config(capsys, ["--config", str(ROOT / "configs" / "hibiscus_qwen35_a3b.yaml"), "--print_config"]))
     m = c["model"]
     assert m["policy"]["model"] == "Qwen/Qwen3.5-35B-A3B" and m["policy"]["dtype"] == "bfloat16"
     assert (m["policy"]["lora_r"], m["policy"]["lora_alpha"], m["policy"]["lora_dropout"]) == (16, 32, 0.0)
@@ -89,21 +96,19 @@ def test_old_names_are_accepted_with_a_warning(tmp_path, recwarn):
     assert any("model.sampling.cpu_threads is now model.threads.sampling" in m for m in said), said
 
 
-def test_default_config_and_environment(monkeypatch):
+def test_default_config_and_environment(monkeypatch, capsys):
     """No --config reads configs/default.yaml, which LIT_WATERCOLOUR_<SUBCOMMAND>__<KEY> variables override;
     a --config replaces the default whole (none of default.yaml's settings leak into it)."""
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS", "7")
     monkeypatch.setenv("LIT_WATERCOLOUR_FIT__MODEL__RENDER_POOL_SIZE", "5")
-    cfg = run(["fit", "--print_config=comments"], ROOT)
-    assert cfg.returncode == 0, cfg.stderr[-3000:]
-    assert "# The adapter's rank." in cfg.stdout  # each field's docstring as its comment
-    c = yaml.safe_load(cfg.stdout)
+    printed = printed_config(capsys, ["--print_config=comments"])
+    assert "# The adapter's rank." in printed  # each field's docstring as its comment
+    c = yaml.safe_load(printed)
     assert c["trainer"]["logger"]["init_args"]["name"] == "default"
     assert c["trainer"]["max_steps"] == 7 and c["model"]["render_pool_size"] == 5
     assert c["model"]["render"]["pixel_density"] == 0.5
 
-    cfg = run(["fit", "--config", str(ROOT / "configs" / "tiny_random.yaml"), "--print_config"], ROOT)
-    c = yaml.safe_load(cfg.stdout)
+    c = yaml.safe_load(printed_config(capsys, ["--config", str(ROOT / "configs" / "tiny_random.yaml"), "--print_config"]))
     assert c["trainer"]["logger"]["init_args"]["save_dir"] == "runs/tiny_random"
     assert c["trainer"]["logger"]["init_args"]["name"] == "lightning_logs" and c["model"]["render"]["pixel_density"] == 1.0
     assert c["trainer"]["max_steps"] == 3 and c["model"]["render_pool_size"] == 2  # the config beats the environment
