@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import rehearse_recipe  # noqa: E402
 
-# a hang guard, not a bound: on the shared 2-core box at load average 30-45 a one-step rehearsal took 5 minutes
+# a hang guard, not a bound: a one-step rehearsal on a loaded 2-core box outlasts the default timeout
 pytestmark = pytest.mark.timeout(900)
 
 
