@@ -112,7 +112,8 @@ class GRPOModule(pl.LightningModule):
                 ahead is that many optimizer steps behind the policy that sampled it.
             turns: 1: one sketch per trajectory; 2: the sketch is rendered and fed back and the policy revises it
                 in the same conversation, the trajectory scored on the revision (lit_watercolour/turns.py).
-            feedback: what turn 2 is shown: text (gate verdict, painted fraction, image-statistics parts), image, both.
+            feedback: what turn 2 is shown: text (gate verdict, painted fraction, scorer parts), image (the render, to
+                a vision-language policy through its processor) or both.
             turn1_weight: two turns: the reward is the revision's plus this times the first sketch's.
             grpo_config: the old name of `grpo`, accepted with a warning for one release.
             cpu_threads: the old name of `threads.update`, accepted with a warning for one release.

@@ -12,6 +12,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import rehearse_recipe  # noqa: E402
 
+# a hang guard, not a bound: a one-step rehearsal on a loaded 2-core box outlasts the default timeout
+pytestmark = pytest.mark.timeout(900)
+
 
 def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
     summary = rehearse_recipe.main(["--device", "cpu", "--tiny", "--policy-shapes", "recipe", "--steps", "1",

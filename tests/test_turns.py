@@ -190,8 +190,9 @@ def test_a_render_reaches_the_vision_language_policy_through_its_processor(vl_tu
     assert torch.equal(other.image_grid_thw, image.image_grid_thw)
     shown = forward(model, trajectory)
     swapped = forward(model, trajectory, images=[type(image)(other.pixel_values, other.image_grid_thw), None])
-    after = trajectory.sampled_mask[0].bool() & (torch.arange(trajectory.completion_ids.shape[1]) > segments[0][0])
-    assert not torch.allclose(shown[0][after], swapped[0][after])
+    last_image_token = int((trajectory.completion_ids[0] == image_token).nonzero().max())
+    revision = trajectory.sampled_mask[0].bool() & (torch.arange(trajectory.completion_ids.shape[1]) > last_image_token)
+    assert revision.any() and not torch.allclose(shown[0][revision], swapped[0][revision])
     torch.testing.assert_close(shown[1], swapped[1])  # the row with no image is untouched
 
 
