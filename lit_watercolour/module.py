@@ -58,7 +58,7 @@ from lit_watercolour.flops import update_flops
 from lit_watercolour.overlap import busy_idle_metrics
 from lit_watercolour.policy import (PolicyConfig, load_policy, load_processor, require_bitsandbytes, trainable_state_dict,
                                    update_defaults)
-from lit_watercolour.records import Rollout, RolloutBatch, StepResult
+from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
@@ -169,7 +169,8 @@ class GRPOModule(pl.LightningModule):
     # --- setup ---------------------------------------------------------------------------------
 
     def configure_callbacks(self) -> list[pl.Callback]:
-        return [RewardModels(self.reward_mix.terms), PaintingWriter(self.predict_dir, self.predict_generations)]
+        return [RewardModels(self.reward_mix.terms, predict=self.turns.turns == 2),
+                PaintingWriter(self.predict_dir, self.predict_generations)]
 
     def configure_model(self) -> None:
         # Lightning calls this before the dataloaders are built, so the data module can use the tokenizer
@@ -204,8 +205,8 @@ class GRPOModule(pl.LightningModule):
             self.pipeline.prefetched.wait()
         self._open_pipeline(self.reward_mix)
 
-    def on_predict_start(self) -> None:
-        self._open_pipeline(None, pixel_density=1.0)  # paintings at the canvas's full size, whatever training rendered at
+    def on_predict_start(self) -> None:  # two turns are scored: the feedback shows the scorer's parts, as in training
+        self._open_pipeline(self.reward_mix if self.turns.turns == 2 else None, pixel_density=1.0)  # full-size paintings
 
     def _open_pipeline(self, rewards: RewardMix | None, depth: int = 0, **overrides) -> None:
         if self.pipeline is None:
@@ -372,9 +373,10 @@ class GRPOModule(pl.LightningModule):
         for name, s in batch.scores.items():
             self.log(f"val/reward/{name}", torch.nanmean(s).item(), batch_size=n)
 
-    def predict_step(self, prompts: list[Prompt], batch_idx: int) -> list[Rollout]:
-        """Each subject painted `predict_generations` times; `PaintingWriter` writes them to `predict_dir`."""
-        return self.counted(self.pipeline.collect(prompts, self.predict_generations)).rollouts
+    def predict_step(self, prompts: list[Prompt], batch_idx: int) -> RolloutBatch:
+        """Each subject painted `predict_generations` times (two turns: first sketch, feedback, revision, both scored);
+        `PaintingWriter` writes them to `predict_dir`."""
+        return self.counted(self.pipeline.collect(prompts, self.predict_generations))
 
 
 def token_count(samples) -> float:
@@ -396,5 +398,3 @@ def as_config(cls, value):
 def rate(phase: str, t0: float, count: float, unit: str) -> dict[str, float]:
     seconds = time.perf_counter() - t0
     return {f"time/{phase}_s": seconds, f"time/{phase}_{unit}_per_s": count / max(seconds, 1e-9)}
-
-

@@ -163,7 +163,7 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
     assert metrics["val/reward"] == pytest.approx(sum(p * (0.1 + 0.5 * c) for p, c in zip(passed, counts)) / 4)
     assert setups == [torch.device("cpu")]  # set up for validate
     written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
-    stems = [s for batch in written for s in batch]
+    stems = [s for batch in written for s in batch.rollouts]
     assert len(stems) == 3 and len(setups) == 1  # predict scores nothing: no reward model is set up
     files = sorted(p.name for p in (tmp_path / "paintings").iterdir())
     assert all(f"a-peach-hibiscus-0-{i}.txt" in files for i in range(3))

@@ -2,6 +2,8 @@
 sketches, given either way a user gives it (`policy.adapter`, a checkpoint's `ckpt_path`), makes every painting
 that sketch, while the base's paintings are others."""
 
+import json
+
 import lightning
 import lightning.pytorch as pl
 import pytest
@@ -35,7 +37,7 @@ def paint(module: GRPOModule, out_dir, ckpt_path=None) -> list[str]:
     pl.seed_everything(0)
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     (painted,) = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]), ckpt_path=ckpt_path)
-    assert [r.prompt for r in painted] == [SUBJECT] * GENERATIONS
+    assert [r.prompt for r in painted.rollouts] == [SUBJECT] * GENERATIONS
     return [(out_dir / f"a-peach-hibiscus-0-{i}.txt").read_text() for i in range(GENERATIONS)]
 
 
@@ -69,3 +71,25 @@ def test_predict_paints_with_the_trained_adapter_not_the_base(tmp_path, painter)
     by_folder = paint(painting_module(painter, tmp_path / "folder", adapter=str(tmp_path / "adapter")), tmp_path / "folder")
     by_ckpt = paint(painting_module(painter, tmp_path / "ckpt"), tmp_path / "ckpt", ckpt_path=ckpt)
     assert by_folder == by_ckpt == [TAUGHT] * GENERATIONS
+
+
+def test_predict_with_two_turns_writes_both_sketches_the_feedback_and_both_scores(tmp_path, painter):
+    """`turns: 2` paints as fit rolls out: first sketch, feedback, revision, both gated, rendered and scored; the
+    files hold both turns and paintings.jsonl their record as rollouts.jsonl writes it."""
+    module = painting_module(painter, tmp_path)
+    module = GRPOModule(policy=module.policy_config, sampling=module.sampling_config, predict_generations=GENERATIONS,
+                        predict_dir=str(tmp_path), render=module.render_config, rewards=[GateTerm(weight=0.05)], turns=2)
+    pl.seed_everything(0)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    (painted,) = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    records = [json.loads(line) for line in (tmp_path / "paintings.jsonl").read_text().splitlines()]
+    assert [r["painting"] for r in records] == [f"a-peach-hibiscus-0-{i}" for i in range(GENERATIONS)]
+    for record, revision, first in zip(records, painted.rollouts, painted.turn1.rollouts, strict=True):
+        stem = tmp_path / record["painting"]
+        assert stem.with_suffix(".txt").read_text() == record["completion"] == revision.completion
+        assert (tmp_path / f"{stem.name}_turn1.txt").read_text() == record["turn1"]["completion"] == first.completion
+        assert record["feedback"] == revision.feedback and record["feedback"].startswith("Your sketch")
+        for turn, r in ((record, revision), (record["turn1"], first)):  # scored: the gate term is 1 where it passed
+            assert turn["scores"]["gate"] == float(r.gate.passed) and turn["reward"] == pytest.approx(0.05 * r.gate.passed)
+        assert (tmp_path / f"{stem.name}_turn1.png").exists() == (first.render is not None and first.render.png is not None)
+    assert any((tmp_path / f"{r['painting']}_turn1.png").exists() for r in records)  # the painter's first sketches paint

@@ -18,8 +18,9 @@ from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rollout import RolloutPipeline
 from lit_watercolour.sketch import extract_code
-from lit_watercolour.turns import Conversation, TurnsConfig
-from lit_watercolour.offline.tiny_models import tiny_tokenizer
+from lit_watercolour.sampling.base import ImagePrompt
+from lit_watercolour.turns import SHOWN, Conversation, TurnsConfig
+from lit_watercolour.offline.tiny_models import tiny_processor, tiny_tokenizer
 from scripted_sampler import ScriptedSampler
 from terms import ready
 from tiny_painter import COMPLETIONS
@@ -156,7 +157,7 @@ class TwoScripts:
 
     def sample(self, prompts, n, on_completion=None):
         self.prompts.append(prompts)
-        text = [p if isinstance(p, str) else self.tokenizer.decode(p) for p in prompts]
+        text = [p if isinstance(p, str) else self.tokenizer.decode(getattr(p, "ids", p)) for p in prompts]
         return self.scripts[len(self.prompts) - 1].sample(text, n, on_completion)
 
 
@@ -184,3 +185,27 @@ def test_two_turns_feed_the_verdict_back_and_score_the_revision(pipeline):
     torch.testing.assert_close(batch.rewards, final + 0.25 * batch.turn1.rewards)
     assert batch.turn1.rewards[0] == 0 and batch.turn1.rewards[1] > 0
     assert batch.metrics["turns/gate_pass_rate_1"] == 0.5
+
+
+def test_two_turns_show_the_render_to_a_vision_language_policy_and_score_both(pipeline):
+    """Image feedback through the warm pool: the first sketch's render, patched by the tiny Qwen3.5 policy's own
+    processor, is in its revision's prompt; a first sketch with nothing rendered gets text; both turns are scored."""
+    tokenizer = tiny_tokenizer(vision=True)
+    sketch = f"```js\n{extract_code(COMPLETIONS[0])}\n```"
+    sampler = TwoScripts(tokenizer, [sketch, "no code in this one"], [sketch, sketch])
+    pipeline.sampler, pipeline.rewards = sampler, RewardMix([GateTerm(0.5), ready(ImageStatsTerm(0.5))])
+    pipeline.turns, pipeline.conversation = TurnsConfig(2, "image"), Conversation(tokenizer, tiny_processor(tokenizer))
+    try:
+        batch = pipeline.collect([Prompt("a peach hibiscus", chat_prompt(tokenizer, "a peach hibiscus"), seed=5)], 2)
+    finally:
+        pipeline.turns, pipeline.conversation = TurnsConfig(), None
+    shown, told = sampler.prompts[1]
+    render = batch.turn1.rollouts[0].render.image
+    assert isinstance(shown, ImagePrompt) and shown.image is render and isinstance(told, list)
+    image_tokens = shown.ids.count(tokenizer.convert_tokens_to_ids("<|image_pad|>"))
+    assert image_tokens == int(shown.inputs.image_grid_thw.prod()) // 4 > 0  # 2x2 patches make one token
+    assert batch.rollouts[0].feedback.startswith(SHOWN) and "Nothing was rendered" in batch.rollouts[1].feedback
+    for scored in (batch.turn1, batch):
+        assert set(scored.scores) == {"gate", "image_stats"} and not torch.isnan(scored.rewards).any()
+    assert batch.turn1.scores["gate"].tolist() == [1.0, 0.0] and batch.scores["gate"].tolist() == [1.0, 1.0]
+    assert (batch.rewards > 0).all() and batch.turn1.rewards[0] > 0
