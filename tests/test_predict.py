@@ -76,9 +76,9 @@ def test_predict_paints_with_the_trained_adapter_not_the_base(tmp_path, painter)
 def test_predict_with_two_turns_writes_both_sketches_the_feedback_and_both_scores(tmp_path, painter):
     """`turns: 2` paints as fit rolls out: first sketch, feedback, revision, both gated, rendered and scored; the
     files hold both turns and paintings.jsonl their record as rollouts.jsonl writes it."""
-    module = painting_module(painter, tmp_path)
-    module = GRPOModule(policy=module.policy_config, sampling=module.sampling_config, predict_generations=GENERATIONS,
-                        predict_dir=str(tmp_path), render=module.render_config, rewards=[GateTerm(weight=0.05)], turns=2)
+    module = GRPOModule(policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False),
+                        sampling=SamplingConfig(max_completion_length=160, temperature=0.5), turns=2,
+                        predict_generations=GENERATIONS, predict_dir=str(tmp_path), rewards=[GateTerm(weight=0.05)])
     pl.seed_everything(0)
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     (painted,) = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
@@ -90,6 +90,8 @@ def test_predict_with_two_turns_writes_both_sketches_the_feedback_and_both_score
         assert (tmp_path / f"{stem.name}_turn1.txt").read_text() == record["turn1"]["completion"] == first.completion
         assert record["feedback"] == revision.feedback and record["feedback"].startswith("Your sketch")
         for turn, r in ((record, revision), (record["turn1"], first)):  # scored: the gate term is 1 where it passed
-            assert turn["scores"]["gate"] == float(r.gate.passed) and turn["reward"] == pytest.approx(0.05 * r.gate.passed)
-        assert (tmp_path / f"{stem.name}_turn1.png").exists() == (first.render is not None and first.render.png is not None)
+            assert turn["scores"]["gate"] == float(r.gate.passed)
+            assert turn["reward"] == pytest.approx(0.05 * r.gate.passed)
+        painted_first = first.render is not None and first.render.png is not None
+        assert (tmp_path / f"{stem.name}_turn1.png").exists() == painted_first
     assert any((tmp_path / f"{r['painting']}_turn1.png").exists() for r in records)  # the painter's first sketches paint
