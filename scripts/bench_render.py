@@ -8,6 +8,8 @@ against the GPU over a grid of pages x browsers, side by side in one run on the 
         --grid 1x1,4x1,8x2,16x4,32x8 --swiftshader-executable /opt/chr/chrome.sh
     # (iii) the sandbox page (harness, prelude) of a git revision against this tree's, same pool
     python scripts/bench_render.py --no-compare --suites heavy,recipe --baseline main --rounds 2
+    # (iv) a sketch's start-up: a new context with its page against a new document in a used page
+    python scripts/bench_render.py --no-compare --suites hibiscus --startup 5
 
 Suites: `fixtures` (renderer/sketches, 512 px), `heavy` (renderer/bench/heavy512.js: 20 filled
 shapes), `recipe` (renderer/bench/*600.js: the recipe's skeleton at 600x600, 21-25 filled shapes
@@ -43,8 +45,8 @@ from PIL import Image
 from playwright.async_api import async_playwright
 
 from lit_watercolour.sandbox import RenderPool
-from lit_watercolour.sandbox.browser import RENDERER_PROBE, available_cores, chromium_executable
-from lit_watercolour.sandbox.pages import RENDERER_DIR
+from lit_watercolour.sandbox.browser import LAUNCH_ARGS, RENDERER_PROBE, available_cores, chromium_executable, launch, shutdown
+from lit_watercolour.sandbox.pages import RENDERER_DIR, assets, close_context, open_page, renew
 
 SUITES = {
     "fixtures": sorted((RENDERER_DIR / "sketches").glob("*.js")),
@@ -196,6 +198,38 @@ async def pool_run(codes: list[str], **pool_kwargs) -> PoolRun:
                        per_render(cpu, after, len(codes)), cpu_parts(cpu, after, len(codes)), [r.png for r in results])
 
 
+async def startup_run(code: str, times: int, executable: str | None) -> None:
+    """Core-seconds by process kind (medians of `times`) of what a sketch's page costs before and with
+    its render, on one SwiftShader browser: a new context with a sandbox page (a renderer process
+    started, the libraries compiled), a new document in a used page (sandbox.pages.renew), and a render."""
+    async with async_playwright() as playwright:
+        owner = await launch(playwright, executable, list(LAUNCH_ARGS))
+        warm = await open_page(owner, assets(), 1024)
+        options = {"code": code, "seed": 1, "maxFrames": 5, "minSide": 256, "maxSide": 1024, "density": 1}
+
+        async def new_context():
+            nonlocal warm
+            await close_context(warm.context)
+            warm = await open_page(owner, assets(), 1024)
+
+        async def render():
+            await renew(warm)
+            assert (await warm.page.evaluate("(o) => __lw.run(o)", options))["error"] is None
+
+        for label, step in (("new context + page", new_context), ("new document (renew)", lambda: renew(warm)),
+                            ("new document + render", render)):
+            parts = []
+            for _ in range(times):
+                before = tree_cpu()
+                await step()
+                await asyncio.sleep(0.5)  # a closed page's renderer is reaped into its zygote's time
+                parts.append(cpu_parts(before, tree_cpu(), 1))
+            median = Counter({k: float(np.median([p[k] for p in parts])) for k in set().union(*parts)})
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(median.items(), key=lambda kv: -kv[1]) if v >= 0.01)
+            print(f"| {label} | {float(np.median([sum(p.values()) for p in parts])):.2f} | {shown} |", flush=True)
+        await shutdown(owner)
+
+
 def page_files(ref: str, into: Path) -> Path:
     """The sandbox page's own files (sandbox.html, prelude.js, harness.js) as of git revision `ref`, or
     the folder `ref` holding them (a machine without the repository's history)."""
@@ -281,6 +315,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="", help="(iii): git revision (or folder) whose renderer page files "
                         "(sandbox.html, prelude.js, harness.js) run as 'before' against this tree's")
     parser.add_argument("--rounds", type=int, default=2, help="(iii): before/after measurements per suite, each")
+    parser.add_argument("--startup", type=int, default=0, help="(iv): measurements of a sketch's start-up, each (0: none)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     cores = available_cores()
@@ -358,6 +393,12 @@ def main() -> None:
                 compare_pages(name, suite_codes(name, args.renders), before_dir, args.rounds, size=size, render_backend=args.backend,
                               memory_cap_gib=args.memory_cap_gib, reuse_pages=args.reuse_pages,
                               executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe)
+
+    if args.startup:
+        print(f"\n(iv) a sketch's start-up on one SwiftShader browser: core-s by process kind, medians of {args.startup}")
+        print("| step | core-s | by process |")
+        print("|---|---|---|")
+        asyncio.run(startup_run(suite_codes(args.suites.split(",")[0], 1)[0], args.startup, swiftshader_exe))
 
 
 if __name__ == "__main__":

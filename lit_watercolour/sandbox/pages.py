@@ -27,7 +27,7 @@ from lit_watercolour.sandbox.faults import PageCrashed
 RENDERER_DIR = Path(__file__).resolve().parent.parent.parent / "renderer"
 ORIGIN = "http://sketch.invalid"
 WARM_TIMEOUT_S = 60.0  # warming a page takes ~1 s; a minute means its browser is wedged
-RENEW_TIMEOUT_S = 10.0  # a new document in a warm page; longer means work was left running there, or the browser is unwell
+RENEW_TIMEOUT_S = 30.0  # a new document in a warm page (seconds on a box loaded 15 to a core); longer: work left running there
 
 
 def assets(page_dir: Path = RENDERER_DIR) -> dict[str, tuple[bytes, str]]:
