@@ -16,7 +16,7 @@ from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(2400)  # a hang guard, above the fits' own: a loaded box reaches tighter ones
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
