@@ -68,6 +68,26 @@ def test_sampling_logps_match_the_loss_logps(policy):
         assert abs(metrics["ratio/mean"].item() - 1.0) < 1e-5
 
 
+def test_after_each_sync_the_sampler_samples_the_trainers_current_weights(policy):
+    """An optimizer step then `sync_weights`: the next batch's log-probs are the updated model's (a sampler
+    left on the weights of an earlier sync would sample a policy the trainer no longer has)."""
+    model, tokenizer = copy.deepcopy(policy[0]), policy[1]
+    cfg = SamplingConfig(max_completion_length=6, lean_decode=False)
+    sampler = HFSampler(model, tokenizer, cfg, need_logps=True)
+    prompts = ["<|im_start|>user\nA heron<|im_end|>\n"]
+    for step in range(2):
+        with torch.no_grad():  # an optimizer step's worth of change to the adapter
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.add_(0.05 * (step + 1))
+        sampler.sync_weights(model)
+        torch.manual_seed(step)
+        batch = sampler.sample(prompts, n=2)
+        logps, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                    batch.completion_mask, cfg.temperature, 2)
+        torch.testing.assert_close(logps * batch.completion_mask, batch.logps, atol=1e-5, rtol=1e-5)
+
+
 def test_sampler_decodes_on_its_own_thread_count_and_gives_the_process_its_own_back(policy):
     model, tokenizer = policy
     torch.set_num_threads(2)  # the update's (model.threads.update); the fixture restores the test process's after
