@@ -47,12 +47,15 @@ def test_graph_decoder_is_generate_token_for_token(policy):
     model, tokenizer = policy
     assert supports(model)
     free, *_ = greedy_both(model, tokenizer, 20, [tokenizer.eos_token_id])
-    stop = int(free[0, 4])  # a token the first row picks 5th: here it is its stop token
+    # the first token the first row picks for the first time after its second: here it is its stop token
+    at = next(i for i in range(2, free.shape[1]) if int(free[0, i]) not in free[0, :i].tolist())
+    stop = int(free[0, at])
     ref, ids, steps, decoder, width, ref_logps, logps = greedy_both(model, tokenizer, 20, [stop])
     assert decoder.path == "eager"  # no capture off CUDA
-    assert torch.equal(ids, ref) and ids[0, 4] == stop and (ids[0, 5:] == tokenizer.pad_token_id).all()
+    assert torch.equal(ids, ref) and ids[0, at] == stop and (ids[0, at + 1:] == tokenizer.pad_token_id).all()
+    assert ids.shape[1] > at + 1  # the other row decodes on after the first has stopped
     live = torch.ones_like(ids, dtype=torch.bool)
-    live[0, 5:] = False  # after its stop token a row's log-probs are padding
+    live[0, at + 1:] = False  # after its stop token a row's log-probs are padding
     torch.testing.assert_close(logps[live], ref_logps[live], atol=1e-4, rtol=1e-4)  # the log-probs that drew each token
     assert steps == list(range(width + 1, width + ids.shape[1] + 1))  # on_step after every token
 
