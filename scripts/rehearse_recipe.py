@@ -230,7 +230,7 @@ class DeviceMemory:
         self.thread.start()
 
     def _run(self) -> None:
-        torch.cuda.set_device(self.device)
+        torch.cuda.set_device(torch.device(self.device).index or 0)
         while not self.stopped.wait(self.period_s):
             free, total = torch.cuda.mem_get_info(self.device)
             self.samples.append((time.perf_counter(), total - free))

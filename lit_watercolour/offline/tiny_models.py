@@ -151,8 +151,8 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
             **overrides,
         }
         # a one-block vision tower unless `vision` says otherwise: frozen, and LoRA skips it
-        tower = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=text["hidden_size"],
-                     **(vision or {}))
+        tower = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                 "out_hidden_size": text["hidden_size"], **(vision or {})}
         return Qwen3_5MoeConfig(text_config=text, vision_config=tower, tie_word_embeddings=text["tie_word_embeddings"])
     raise ValueError(f"unknown tiny architecture {arch!r}; expected qwen3, qwen3_moe or qwen3_5_moe")
 

@@ -17,7 +17,7 @@
 #   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
 #   deps      the project's own dependencies the image lacks: the gate's parser (tree-sitter), the CLI's
-#             jsonargparse, the judge's openai client (with the pydantic it needs)
+#             jsonargparse, the judge's openai client (with the pydantic and httpx2 it needs)
 # The wheels are unpacked into one site folder and compressed together (zstd --long), with a zstd
 # binary beside it for the machine, which has none (ZSTD_LEVEL, default 12: -19 packs tighter but takes far longer on a busy box).
 set -euo pipefail
@@ -56,9 +56,13 @@ for c in "${COMPONENTS[@]}"; do
       'triton/backends/nvidia/lib/cupti/*_static.a' 'triton/instrumentation/libGPUInstrumentationTestLib.so');;
   trl) download trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19;;  # GRPOTrainer imports datasets
   bnb) download "bitsandbytes==${BNB_VERSION:-0.50.2}";;
-  deps) download tree-sitter==0.26.1 tree-sitter-javascript==0.25.0 jsonargparse==4.53.0 docstring-parser==0.18.0 \
-      typeshed-client==2.15.0 ruamel.yaml==0.19.1 openai==3.63.0 jiter==0.19.0 distro sniffio==1.3.1 \
-      pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0;;
+  deps)
+    download tree-sitter==0.26.1 tree-sitter-javascript==0.25.0 jsonargparse==4.53.0 docstring-parser==0.18.0 \
+      typeshed-client==2.15.0 ruamel.yaml==0.19.1
+    # the judge's client: vLLM's own pin when vllm comes too (one openai in the site folder), else openai 3 on httpx2
+    [[ " ${COMPONENTS[*]} " == *" vllm "* ]] || download openai==3.63.0 jiter==0.19.0 distro sniffio==1.3.1 \
+      pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 httpx2==2.17.0 \
+      httpcore2==2.17.0 truststore==0.10.5 h11==0.16.0 anyio==4.16.0 idna==3.21;;
   chromium)
     if [ ! -d "$CHROMIUM_PARTS/.devchr1" ] || [ ! -d "$CHROMIUM_PARTS/.devchr2" ] || [ ! -d "$CHROMIUM_PARTS/.devchr3" ] \
        || [ ! -d "$CHROMIUM_PARTS/.gl" ]; then
