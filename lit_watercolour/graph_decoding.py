@@ -161,7 +161,7 @@ def image_prefill(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tenso
                   cache) -> tuple[Tensor, Tensor]:
     """Left-padded prompts with images in them through the multimodal `model` into `cache`: their last hidden
     states and positions [4, B, P], the text's `positions` and then M-RoPE's time, height and width, as
-    `generate` builds them (so its decoding steps, text tokens only, add one to every axis of the last column)."""
+    `generate` builds them (so the decoding steps, text tokens only, add one to every axis of the last column)."""
     rope, _ = model.get_rope_index(prompt_ids, images["mm_token_type_ids"], images["image_grid_thw"],
                                    attention_mask=prompt_mask)
     positions = torch.cat([positions[None], rope])
