@@ -9,6 +9,10 @@ model's own text stack on it with a precomputed attention mask, keep the new log
 once as a CUDA graph and replayed for every later token. All step state lives in device tensors
 the graph updates itself: the token count, positions, the attention mask, which rows have ended.
 
+A prompt with an image in it (a render shown to a vision-language policy) is prefilled by the
+multimodal model (`image_prefill`: the vision tower's embeddings merged in, M-RoPE's positions); its
+decoded tokens are text, so the same captured step decodes it.
+
 The same step runs eagerly where no capture is possible (CPU, or a failed capture, whose reason is
 kept in `path`): `tests/test_graph_decoding.py` checks it token for token against `generate`.
 """
@@ -37,6 +41,7 @@ class GraphDecoder:
 
     def __init__(self, model: torch.nn.Module, capture: bool | None = None) -> None:
         core = _core(model)
+        self.model = core.model  # a vision-language policy's: the vision tower and the text stack
         self.text_model = getattr(core.model, "language_model", core.model)
         self.head = core.get_output_embeddings()
         self.config = core.config.get_text_config()
@@ -63,18 +68,23 @@ class GraphDecoder:
         pad_id: int,
         on_step: Callable[[Tensor], None] | None = None,
         temperature: float = 1.0,
+        images: dict | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Completion ids [B, <=max_new_tokens] after left-padded prompts and each token's log-prob
         under softmax(logits / temperature), as `LeanDecoder.generate`: a row that has ended is padded
-        with `pad_id`; `on_step(prompt and completion ids so far)` runs after every token. Stop tokens are masked for the first `generation_config.min_new_tokens`."""
+        with `pad_id`; `on_step(prompt and completion ids so far)` runs after every token. Stop tokens are masked for the first `generation_config.min_new_tokens`.
+        `images`: the prompts' image arguments (`policy.image_inputs`; empty or None: text)."""
         from transformers import StaticCache
 
         B, P = prompt_ids.shape
         total, device = P + max_new_tokens, prompt_ids.device
         cache = StaticCache(config=self.config, max_cache_len=total)
         positions = (prompt_mask.cumsum(1) - 1).clamp(min=0)  # left padding: each row counts from its first token
-        hidden = self.text_model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
-                                 past_key_values=cache, use_cache=True).last_hidden_state
+        if images:
+            hidden, positions = image_prefill(self.model, prompt_ids, prompt_mask, positions, images, cache)
+        else:
+            hidden = self.text_model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                                     past_key_values=cache, use_cache=True).last_hidden_state
         logits = self.head(hidden[:, -1]).float()
 
         out = torch.full((B, total), pad_id, dtype=torch.long, device=device)
@@ -82,7 +92,7 @@ class GraphDecoder:
         logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=device)
         valid = torch.zeros(B, total, dtype=torch.bool, device=device)
         valid[:, :P] = prompt_mask.bool()
-        position = positions[:, -1:].clone()
+        position = positions[..., -1:].clone()  # [B, 1], or [4, B, 1] after an image: every axis advances by one
         made = torch.zeros((), dtype=torch.long, device=device)  # tokens written so far
         done = torch.zeros(B, dtype=torch.bool, device=device)
         stop = torch.tensor(stop_ids, device=device)
@@ -145,3 +155,16 @@ class GraphDecoder:
             generator.graphsafe_set_state(generator.clone_state())
             return step, f"eager (capture failed: {type(error).__name__}: {str(error)[:300]})"
         return graph.replay, "cuda-graph"
+
+
+def image_prefill(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, positions: Tensor, images: dict,
+                  cache) -> tuple[Tensor, Tensor]:
+    """Left-padded prompts with images in them through the multimodal `model` into `cache`: their last hidden
+    states and positions [4, B, P], the text's `positions` and then M-RoPE's time, height and width, as
+    `generate` builds them (so the decoding steps, text tokens only, add one to every axis of the last column)."""
+    rope, _ = model.get_rope_index(prompt_ids, images["mm_token_type_ids"], images["image_grid_thw"],
+                                   attention_mask=prompt_mask)
+    positions = torch.cat([positions[None], rope])
+    hidden = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, **images).last_hidden_state
+    return hidden, positions

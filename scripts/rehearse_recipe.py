@@ -27,7 +27,8 @@ transformers found the optimised linear-attention kernels, start-up time); the p
 tokens/s, render wait, each reward term's scoring time, update, total, each phase's busy and idle
 seconds within the step's wall window and its staleness, its stages against the bound a pipelined step can
 reach (`stage/*`: max(sampling + update, render + score), `overlap.stage_times`), peak GPU memory, the decode
-path: `cuda-graph` when the captured step of `lit_watercolour.graph_decoding` ran, reward, gate);
+path of the step's last sampling (turn 2's with `--turns 2`): `cuda-graph` when the captured step of
+`lit_watercolour.graph_decoding` ran, reward, gate);
 then a summary. `--max-minutes` starts no step that would end past that many minutes from launch.
 
     python scripts/rehearse_recipe.py --out $OUT/small                 # H200, small stand-ins, 3 steps

@@ -1,11 +1,15 @@
-"""The captured-step decoder for Qwen3.5-MoE policies, run eagerly (no CUDA here): token for token `generate`."""
+"""The captured-step decoder for Qwen3.5-MoE policies, run eagerly (no CUDA here): token for token `generate`,
+prompts with a render in them (turn 2 shown its painting) included."""
 
 import pytest
 import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
+from test_turns import render
 
 from lit_watercolour.graph_decoding import GraphDecoder, supports
-from lit_watercolour.policy import PolicyConfig, load_policy
+from lit_watercolour.policy import PolicyConfig, RowImage, completion_logps, image_inputs, load_policy, load_processor
+from lit_watercolour.sampling import HFSampler, SamplingConfig
+from lit_watercolour.sampling.base import ImagePrompt, prompt_images, prompt_token_ids
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 PROMPTS = ["<|im_start|>user\nPaint a heron by a lake<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>user\nA pear<|im_end|>\n"]
@@ -23,19 +27,22 @@ def policy():
     return model.eval(), tokenizer
 
 
-def greedy_both(model, tokenizer, n, stop, min_new=0):
-    enc = tokenizer(PROMPTS, return_tensors="pt", padding=True, padding_side="left")
+def greedy_both(model, tokenizer, n, stop, min_new=0, prompts=PROMPTS):
+    """`generate`'s and the decoder's greedy completions of `prompts` (text, or sampler inputs with images)."""
+    enc = tokenizer.pad({"input_ids": prompt_token_ids(tokenizer, prompts)}, padding=True, padding_side="left",
+                        return_tensors="pt")
+    shown = image_inputs(prompt_images(prompts, 1), enc.input_ids, model.config)
     model.get_base_model().generation_config.min_new_tokens = min_new or None
     try:
-        out = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, do_sample=False, max_new_tokens=n,
-                             min_new_tokens=min_new or None, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id,
-                             output_logits=True, return_dict_in_generate=True)
+        out = model.generate(**shown, input_ids=enc.input_ids, attention_mask=enc.attention_mask, do_sample=False,
+                             max_new_tokens=n, min_new_tokens=min_new or None, eos_token_id=stop,
+                             pad_token_id=tokenizer.pad_token_id, output_logits=True, return_dict_in_generate=True)
         ref = out.sequences[:, enc.input_ids.shape[1]:]
         ref_logps = torch.stack(out.logits, 1).float().log_softmax(-1).gather(-1, ref[..., None])[..., 0]
         steps = []
         decoder = GraphDecoder(model)
         ids, logps = decoder.generate(enc.input_ids, enc.attention_mask, n, lambda logits: logits.argmax(-1), stop,
-                               tokenizer.pad_token_id, on_step=lambda so_far: steps.append(so_far.shape[1]))
+                               tokenizer.pad_token_id, on_step=lambda so_far: steps.append(so_far.shape[1]), images=shown)
     finally:
         model.get_base_model().generation_config.min_new_tokens = None
     return ref, ids, steps, decoder, enc.input_ids.shape[1], ref_logps, logps
@@ -67,3 +74,35 @@ def test_graph_decoder_keeps_min_new_tokens(policy):
     stop = int(free[0, 4])
     ref, ids, *_ = greedy_both(model, tokenizer, 12, [stop], min_new=12)
     assert ids.shape[1] == 12 and torch.equal(ids, ref) and ids[0, 4] != stop
+
+
+def shown_renders(tokenizer) -> list:
+    """Turn-2-like prompts: two real renders of different sizes (64 and 80 image tokens) through the policy's
+    processor, and a row of text only, so left padding differs across all three."""
+    processor = load_processor(PolicyConfig(tiny="qwen3_5_moe"), tokenizer)
+    rows = []
+    for image in (render("love/love_00.png"), render("meh/meh_00.png").resize((320, 256))):
+        text = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Revise it<|im_end|>\n<|im_start|>assistant\n"
+        encoded = processor(text=[text], images=[image], return_tensors="pt")
+        rows.append(ImagePrompt(encoded.input_ids[0].tolist(), image, RowImage(encoded.pixel_values, encoded.image_grid_thw)))
+    return [rows[0], PROMPTS[1], rows[1]]
+
+
+def test_graph_decoder_reads_images_as_generate_does(policy):
+    """Rows shown a render (M-RoPE positions, the vision tower in the prefill) and a text row: `generate`'s tokens
+    and log-probs; the hf sampler decodes such a batch on this decoder, its log-probs a full forward's."""
+    model, tokenizer = policy
+    prompts = shown_renders(tokenizer)
+    sizes = [int(p.inputs.image_grid_thw.prod()) // 4 for p in prompts if isinstance(p, ImagePrompt)]
+    assert sizes == [64, 80]
+    ref, ids, steps, decoder, width, ref_logps, logps = greedy_both(model, tokenizer, 10, [tokenizer.eos_token_id],
+                                                                    prompts=prompts)
+    assert decoder.path == "eager" and torch.equal(ids, ref) and ids.shape[1] == 10
+    torch.testing.assert_close(logps, ref_logps, atol=1e-4, rtol=1e-4)
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=6))
+    torch.manual_seed(0)
+    batch = sampler.sample(prompts, 1)
+    assert sampler.decode_path == "eager"  # not `generate`: the captured step's decoder, uncaptured off CUDA
+    forward, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask,
+                                  sampler.config.temperature, 3, images=batch.images)
+    torch.testing.assert_close(forward * batch.completion_mask, batch.logps, atol=1e-5, rtol=1e-4)

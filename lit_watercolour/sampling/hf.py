@@ -3,8 +3,9 @@
 Dense Qwen3 policies decode with the lean loop (`lit_watercolour.decoding`), Qwen3.5-MoE policies on
 CUDA with the captured step (`lit_watercolour.graph_decoding`); both read each token's log-prob off
 the logits it was drawn from. Any other model runs transformers `generate`, whose log-probs cost a
-second forward over the batch, run only for a sampler built with `need_logps`. Prompts with an image in them
-(a render fed back to a vision-language policy) always run `generate`, the rows' pixels passed to it.
+second forward over the batch, run only for a sampler built with `need_logps`. A batch with an image in it
+(a render fed back to a vision-language policy) decodes with the captured step too, whose prefill runs the
+vision tower (off CUDA, eagerly), or else with `generate`, the rows' pixels passed to either.
 """
 
 from __future__ import annotations
@@ -74,9 +75,12 @@ class HFSampler:
     def decode(self, ids: Tensor) -> str:
         return decode(self.tokenizer, ids.tolist(), self.stop_ids)
 
-    def decoder(self, device: torch.device) -> LeanDecoder | graph_decoding.GraphDecoder | None:
-        """The lean or captured-step decoder this model and config allow; None: `generate`."""
+    def decoder(self, device: torch.device, images: bool = False) -> LeanDecoder | graph_decoding.GraphDecoder | None:
+        """The lean or captured-step decoder this model and config allow (`images`: the batch has one, which only
+        the captured-step decoder reads, on any device); None: `generate`."""
         c = self.config
+        if images:
+            return graph_decoding.GraphDecoder(self.model) if c.graph_decode and graph_decoding.supports(self.model) else None
         if c.lean_decode and supports(self.model):
             return LeanDecoder(self.model)
         if c.graph_decode and device.type == "cuda" and graph_decoding.supports(self.model):
@@ -114,7 +118,7 @@ class HFSampler:
         chunks, chunk_logps = [], []
         report = on_completion or (lambda row, text: None)
         images = prompt_images(prompts, n)
-        decoder = self.decoder(device) if images is None else None  # the lean and captured decoders read text only
+        decoder = self.decoder(device, images is not None)
         with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext(), torch_threads(c.cpu_threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
@@ -122,10 +126,11 @@ class HFSampler:
                 if decoder is None:
                     ids = self.generate(prompt_ids[lo:hi], prompt_mask[lo:hi], hook, images and images[lo:hi])
                 else:
+                    shown = {} if images is None else {"images": image_inputs(images[lo:hi], prompt_ids[lo:hi], self.model.config)}
                     ids, lps = decoder.generate(
                         prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
                         lambda logits: sample_logits(logits, c.temperature, c.top_k, c.top_p),
-                        self.stop_ids, self.tokenizer.pad_token_id, on_step=hook, temperature=c.temperature,
+                        self.stop_ids, self.tokenizer.pad_token_id, on_step=hook, temperature=c.temperature, **shown,
                     )
                     chunk_logps.append(lps)
                 texts = [self.decode(row) for row in ids]
