@@ -84,7 +84,8 @@ def shown_renders(tokenizer) -> list:
     for image in (render("love/love_00.png"), render("meh/meh_00.png").resize((320, 256))):
         text = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Revise it<|im_end|>\n<|im_start|>assistant\n"
         encoded = processor(text=[text], images=[image], return_tensors="pt")
-        rows.append(ImagePrompt(encoded.input_ids[0].tolist(), image, RowImage(encoded.pixel_values, encoded.image_grid_thw)))
+        inputs = RowImage(encoded.pixel_values, encoded.image_grid_thw)
+        rows.append(ImagePrompt(encoded.input_ids[0].tolist(), image, inputs))
     return [rows[0], PROMPTS[1], rows[1]]
 
 

@@ -80,7 +80,8 @@ class HFSampler:
         the captured-step decoder reads, on any device); None: `generate`."""
         c = self.config
         if images:
-            return graph_decoding.GraphDecoder(self.model) if c.graph_decode and graph_decoding.supports(self.model) else None
+            allowed = c.graph_decode and graph_decoding.supports(self.model)
+            return graph_decoding.GraphDecoder(self.model) if allowed else None
         if c.lean_decode and supports(self.model):
             return LeanDecoder(self.model)
         if c.graph_decode and device.type == "cuda" and graph_decoding.supports(self.model):
@@ -126,7 +127,8 @@ class HFSampler:
                 if decoder is None:
                     ids = self.generate(prompt_ids[lo:hi], prompt_mask[lo:hi], hook, images and images[lo:hi])
                 else:
-                    shown = {} if images is None else {"images": image_inputs(images[lo:hi], prompt_ids[lo:hi], self.model.config)}
+                    shown = {} if images is None else {
+                        "images": image_inputs(images[lo:hi], prompt_ids[lo:hi], self.model.config)}
                     ids, lps = decoder.generate(
                         prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
                         lambda logits: sample_logits(logits, c.temperature, c.top_k, c.top_p),
