@@ -16,27 +16,26 @@ import rehearse_recipe  # noqa: E402
 pytestmark = pytest.mark.timeout(900)
 
 
-def test_rehearsal_reports_build_steps_and_summary_as_they_happen(tmp_path):
-    summary = rehearse_recipe.main(["--device", "cpu", "--tiny", "--policy-shapes", "recipe", "--steps", "1",
-                                    "--completion-length", "8", "--render-pages", "2", "--sampler", "hf", "--out", str(tmp_path)])
+def test_stale_rehearsal_reports_build_steps_busy_idle_and_summary_as_they_happen(tmp_path):
+    """One rehearsal covers both reports: the recipe's shapes, 2 steps with max_staleness 1 (the first on-policy)."""
+    summary = rehearse_recipe.main(["--device", "cpu", "--tiny", "--policy-shapes", "recipe", "--steps", "2",
+                                    "--completion-length", "8", "--render-pages", "2", "--max-staleness", "1",
+                                    "--sampler", "hf", "--out", str(tmp_path)])
     lines = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()]
-    setup, built, step, last = lines
+    setup, built, *steps, last = lines
     assert setup["policy"]["vocab_size"] == 248320 and setup["policy"]["layer_types"][-1] == "full_attention"
     assert setup["linear_attention"].keys() == {"fla", "causal_conv1d"} and "SwiftShader" in setup["webgl_renderer"]
     assert built["policy_parameters"] == summary["policy_parameters"] > 248320 * 64 * 2  # embeddings and LM head
     assert 0 < built["trainable_parameters"] == summary["trainable_parameters"] < built["policy_parameters"] / 100
-    assert step["step"] == 1 and step["completion_tokens_mean"] == 8 and step["decode_path"] == "generate"  # no CUDA
-    for key in ("sampling_s", "render_wait_s", "score_gate_s", "score_length_s", "score_judge_s", "score_hpsv3_s",
-                "update_s", "step_s"):
-        assert step[f"time/{key}"] >= 0, key
-    assert step["gate_reasons"] == {"ok": 8} and step["judge_calls"] == 64 and step["judge_failures"] == 0
-    assert last == {"summary": summary} and summary["judge_requests"] == 64  # 8 rollouts x 4 references x 2 orders
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in steps:
+        assert step["completion_tokens_mean"] == 8 and step["decode_path"] == "generate"  # no CUDA
+        for key in ("sampling_s", "render_wait_s", "score_gate_s", "score_length_s", "score_judge_s", "score_hpsv3_s",
+                    "update_s", "step_s"):
+            assert step[f"time/{key}"] >= 0, key
+        assert step["gate_reasons"] == {"ok": 8} and step["judge_calls"] == 64 and step["judge_failures"] == 0
+    assert last == {"summary": summary} and summary["judge_requests"] == 2 * 64  # 8 rollouts x 4 references x 2 orders a step
 
-
-def test_rehearsal_with_max_staleness_1_reports_busy_and_idle_per_step(tmp_path):
-    rehearse_recipe.main(["--device", "cpu", "--tiny", "--steps", "2", "--completion-length", "8", "--render-pages", "2",
-                          "--max-staleness", "1", "--sampler", "hf", "--out", str(tmp_path)])
-    steps = [json.loads(line) for line in (tmp_path / rehearse_recipe.LINES_FILE).read_text().splitlines()][2:4]
     assert [s["staleness"] for s in steps] == [0.0, 1.0]  # the first step on-policy, the second one behind
     assert steps[1]["time/at/sampling_end_s"] <= steps[0]["time/at/update_start_s"]  # sampled before update 1
     # step 2's batch was sampled in step 1's window, and the last step prefetches nothing: it samples no time

@@ -1,12 +1,11 @@
 """Interrupted runs, as a user meets them: `python -m lit_watercolour fit` killed mid-run, resumed
 with `--ckpt_path last`, ends where an uninterrupted run of the same seed ends.
 
-SIGKILL lands once step 3 is in the run log but only step 2 has a checkpoint (checkpoints every
-2 steps in that run), so the resumed run must drop step 3 from the log and train it again.
-SIGTERM lands after the 1st step's checkpoint, and the run must finish its step, write
-last.ckpt and exit cleanly. After resuming,
-the run log holds every step exactly once and equals the uninterrupted run's, and the final
-checkpoint has the same step, optimizer and scheduler state, RNG state and adapter.
+One chain of runs checkpointing every 2 steps: SIGTERM lands once step 1 is in the run log, and the
+run must finish its step, write last.ckpt and exit cleanly. Its resumed run is SIGKILLed once step 3
+is in the run log but only step 2 has a checkpoint, so the next resumed run must drop step 3 from the
+log and train it again. At the end, the run log holds every step exactly once and equals the
+uninterrupted run's, and the final checkpoint has the same step, optimizer and scheduler state, RNG state and adapter.
 
 The policy is the tiny painter (tests/tiny_painter.py), so rewards differ and the adapter moves.
 """
@@ -112,36 +111,30 @@ def reference(painter, tmp_path_factory):
     return cwd
 
 
-def test_sigkill_mid_run_then_resume(tmp_path, painter, reference):
+def test_sigterm_then_sigkill_mid_run_each_resumed(tmp_path, painter, reference):
+    """One chain of runs: SIGTERM, resume, SIGKILL, resume, ending where the uninterrupted run ends."""
     config = yaml.safe_load(CONFIG.read_text())
     config["trainer"]["callbacks"][-1]["init_args"]["every_n_train_steps"] = 2
-    (tmp_path / "every2.yaml").write_text(yaml.safe_dump(config))
-    victim = fit(tmp_path, painter, config=tmp_path / "every2.yaml")
-    ckpt2 = run_dir(tmp_path) / "checkpoints" / "epoch=0-step=2.ckpt"
-    wait_until(lambda: ckpt2.exists() and 3 in logged_steps(tmp_path), victim, "step 3 in the log")
+    every2 = tmp_path / "every2.yaml"  # every run of the chain: a ModelCheckpoint with other settings would not take over last.ckpt
+    every2.write_text(yaml.safe_dump(config))
+
+    victim = fit(tmp_path, painter, config=every2)
+    wait_until(lambda: 1 in logged_steps(tmp_path), victim, "step 1 in the log")
+    victim.send_signal(signal.SIGTERM)
+    rc, out = finish(victim)
+    assert rc == 0, out[-3000:]  # it finished its step, saved and exited cleanly
+    stopped_at = last_state(tmp_path)["global_step"]
+    assert stopped_at in (1, 2)  # it stopped early, at a step boundary, with no periodic checkpoint past step 2
+    assert {r["step"] for r in rollout_log(tmp_path)} == set(range(1, stopped_at + 1))
+
+    victim = fit(tmp_path, painter, "--ckpt_path", "last", config=every2)
+    wait_until(lambda: 3 in logged_steps(tmp_path), victim, "step 3 in the log")
     victim.send_signal(signal.SIGKILL)
     rc, _ = finish(victim)
     assert rc == -signal.SIGKILL
     assert last_state(tmp_path)["global_step"] == 2 and 3 in logged_steps(tmp_path)  # step 3 is to be redone
 
-    # the same config: a ModelCheckpoint with other settings would not take over last.ckpt
-    rc, out = finish(fit(tmp_path, painter, "--ckpt_path", "last", config=tmp_path / "every2.yaml"))
-    assert rc == 0, out[-3000:]
-    assert_same_run(tmp_path, reference)
-
-
-def test_sigterm_finishes_the_step_saves_and_exits_then_resume(tmp_path, painter, reference):
-    victim = fit(tmp_path, painter)
-    ckpt1 = run_dir(tmp_path) / "checkpoints" / "epoch=0-step=1.ckpt"
-    wait_until(ckpt1.exists, victim, ckpt1.name)
-    victim.send_signal(signal.SIGTERM)
-    rc, out = finish(victim)
-    assert rc == 0, out[-3000:]
-    stopped_at = last_state(tmp_path)["global_step"]
-    assert 1 <= stopped_at < MAX_STEPS  # it stopped early, at a step boundary
-    assert {r["step"] for r in rollout_log(tmp_path)} == set(range(1, stopped_at + 1))
-
-    rc, out = finish(fit(tmp_path, painter, "--ckpt_path", "last"))
+    rc, out = finish(fit(tmp_path, painter, "--ckpt_path", "last", config=every2))
     assert rc == 0, out[-3000:]
     assert_same_run(tmp_path, reference)
 
