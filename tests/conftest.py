@@ -1,4 +1,5 @@
-"""Shared fixtures: one warm render pool for the whole session, the fixture sketches, and a tiny painter.
+"""Shared fixtures: one warm render pool for the whole session, the fixture sketches, a tiny painter, and
+one short `fit` of it through the entry point that test_cli and test_secrets both read.
 
 Other test files reuse `render_pool` (a ThreadedRenderPool: `.submit(code, seed)`,
 `.render_many(codes, seeds)`) instead of launching their own Chromium.
@@ -6,15 +7,24 @@ Other test files reuse `render_pool` (a ThreadedRenderPool: `.submit(code, seed)
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 
+from judge_server import JudgeServer, always, failing_first
 from lit_watercolour.sandbox import ThreadedRenderPool
 from tiny_painter import save_tiny_painter
 
-SKETCH_DIR = Path(__file__).resolve().parent.parent / "renderer" / "sketches"
+ROOT = Path(__file__).resolve().parent.parent
+SKETCH_DIR = ROOT / "renderer" / "sketches"
+SECRETS = {"LW_TEST_JUDGE_KEY": "sk-judge-9f8e7d6c5b4a", "HF_TOKEN": "hf_fakeTokenXyZ123456",
+           "OPENAI_API_KEY": "sk-openai-0a1b2c3d4e5f"}
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +46,33 @@ def painter(tmp_path_factory):
     torch.set_num_threads(1)
     yield save_tiny_painter(tmp_path_factory.mktemp("painter"), steps=300)
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def judged_fit(tmp_path_factory, painter):
+    """`python -m lit_watercolour fit` of the tiny painter for 2 steps, with a progress bar and a judge (loopback,
+    failing its first call) whose key comes from an environment variable named in the config, as users configure
+    a hosted provider; SECRETS are in its environment. `cwd`: where it ran (config.yaml, runs/tiny_random);
+    `run`: its CompletedProcess; `server`: the judge; `env`: its environment; `secrets`: SECRETS."""
+    cwd = tmp_path_factory.mktemp("judged_fit")
+    config = yaml.safe_load((ROOT / "configs" / "tiny_random.yaml").read_text())
+    with JudgeServer(failing_first(1, 500, always("A"))) as server:
+        config["model"]["rewards"].append({
+            "class_path": "lit_watercolour.rewards.judge.JudgeTerm",
+            "init_args": {"weight": 0.6, "references": 1, "backend": {
+                "class_path": "lit_watercolour.rewards.openai_judge.OpenAIJudge",
+                "init_args": {"base_url": server.base_url, "model": "judge", "api_key_env": "LW_TEST_JUDGE_KEY",
+                              "max_retries": 1, "timeout_s": 30.0}}},
+        })
+        (cwd / "config.yaml").write_text(yaml.safe_dump(config))
+        args = ["fit", "--config", "config.yaml", "--model.policy.tiny", "null", "--model.policy.model", str(painter),
+                "--model.sampling.max_completion_length", "160", "--model.threads.update", "1",
+                "--model.grpo.num_generations", "6", "--data.subjects", '["a peach hibiscus"]',
+                "--trainer.max_steps", "2", "--trainer.enable_progress_bar", "true"]
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), **SECRETS)  # 1 thread: see cpu_threads.py
+        run = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=cwd, env=env,
+                             capture_output=True, text=True, timeout=1800)  # a hang guard, never a speed bound
+    return SimpleNamespace(cwd=cwd, run=run, server=server, env=env, secrets=SECRETS)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -2,7 +2,6 @@
 
 import dataclasses
 import inspect
-import os
 import subprocess
 import sys
 import typing
@@ -19,29 +18,23 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(2400)  # a hang guard, above the fits' own: a loaded box reaches tighter ones
 
 
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))  # 1 thread: see cpu_threads.py
-    return subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=1800)  # a hang guard, never a speed bound
-
-
 def printed_config(capsys, args: list[str]) -> str:
     """`fit ... --print_config` in this process: parsing the config needs no fresh interpreter (the fit and
-    predict runs above go through `python -m lit_watercolour` itself)."""
+    predict runs go through `python -m lit_watercolour` itself)."""
     with pytest.raises(SystemExit) as done:
         main(["fit", *args])
     assert done.value.code in (0, None)
     return capsys.readouterr().out
 
 
-def test_fit_then_predict_with_the_trained_adapter(tmp_path):
-    config = str(ROOT / "configs" / "tiny_random.yaml")
-    fit = run(["fit", "--config", config, "--trainer.max_steps", "2", "--trainer.enable_progress_bar", "true"], tmp_path)
+def test_fit_then_predict_with_the_trained_adapter(judged_fit, painter):
+    """The fit is conftest's `judged_fit` (the tiny painter, 2 steps, a progress bar); test_secrets reads it too."""
+    fit, cwd = judged_fit.run, judged_fit.cwd
     assert fit.returncode == 0, fit.stderr[-3000:]
     assert "step: 100%" in fit.stdout and "2/2" in fit.stdout and "Epoch" not in fit.stdout  # the bar counts steps
     for notice in ("args and command line", "Tip", "multivariate normal", "set_float32_matmul_precision"):
         assert notice not in fit.stdout + fit.stderr  # filtered or answered in lit_watercolour/notices.py
-    out = tmp_path / "runs" / "tiny_random"
+    out = cwd / "runs" / "tiny_random"
     assert (out / "checkpoints" / "last.ckpt").exists()
     assert (out / "checkpoints" / "last-adapter" / "adapter_model.safetensors").exists()
     logs = out / "lightning_logs" / "version_0"
@@ -49,10 +42,13 @@ def test_fit_then_predict_with_the_trained_adapter(tmp_path):
     rows = (logs / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and "reward" in rows[0].split(",")  # a header and one row per step
 
-    predict = run(["predict", "--config", config, "--ckpt_path", str(out / "checkpoints" / "last.ckpt"),
-                   "--model.predict_dir", str(tmp_path / "paintings")], tmp_path)
+    # the fit's own config, which names both subjects (the fit itself was given one on the command line)
+    args = ["predict", "--config", "config.yaml", "--model.policy.tiny", "null", "--model.policy.model", str(painter),
+            "--ckpt_path", str(out / "checkpoints" / "last.ckpt"), "--model.predict_dir", str(cwd / "paintings")]
+    predict = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=cwd, env=judged_fit.env,
+                             capture_output=True, text=True, timeout=1800)  # a hang guard, never a speed bound
     assert predict.returncode == 0, predict.stderr[-3000:]
-    painted = sorted(p.name for p in (tmp_path / "paintings").iterdir())
+    painted = sorted(p.name for p in (cwd / "paintings").iterdir())
     assert "a-peach-hibiscus-0-0.txt" in painted and "a-blue-iris-1-0.txt" in painted
 
 
