@@ -242,8 +242,8 @@ def learning_runs(painter):
 @pytest.mark.parametrize("max_staleness", [1, 2])
 def test_stale_learns_no_worse_than_on_policy(learning_runs, max_staleness):
     """Each seed run on-policy and k steps stale from the same start. What a run learned is read without
-    sampling noise, as the gain of `sketch_margin` (the painter starts indifferent); over the seeds the
-    on-policy runs gain at least a nat on average, and the stale runs at least a nat and at least half as much.
+    sampling noise, as the gain of `sketch_margin` (the painter starts indifferent); averaged over the seeds,
+    the on-policy runs gain at least half a nat and the stale runs at least that and half the on-policy gain.
     Each stale step's importance ratio is the drift of the updates since its batch was sampled: near 1, never
     exactly 1 (the sampler's own log-probs, not the current policy's or another row's)."""
     k = max_staleness
@@ -254,7 +254,7 @@ def test_stale_learns_no_worse_than_on_policy(learning_runs, max_staleness):
     for s in SEEDS:
         assert runs[s, 0].staleness == [0.0] * STEPS and runs[s, k].staleness == [min(i, k) for i in range(STEPS)]
         assert all(0 < abs(ratio - 1) < 0.05 for ratio in runs[s, k].ratios[1:]), summary
-    assert gain[0] >= 1.0 and gain[k] >= max(1.0, gain[0] / 2), summary
+    assert gain[0] >= 0.5 and gain[k] >= max(0.5, gain[0] / 2), summary
 
 
 class StreamOff(PromptDataModule):
