@@ -8,7 +8,9 @@ batches only, so the on-policy runs serve them all:
   none     the real code
   noratio  the stale batch's old log-probs dropped: ratio 1, as if it were on-policy
   rolled   each row given another row's old log-probs: the wrong old policy
-  frozen   the sampler keeps the weights of its first sync (after update 1): a badly stale policy
+  frozen   the sampler keeps the weights of its first sync (after update 1): a badly stale policy; at
+           max_staleness 1 its batches are staler than the real code's only from step 4 on, so a short run
+           barely differs (tests/test_sampling.py checks the weights each sync hands the sampler)
 
     python scripts/check_stale_test_mutants.py --seeds 0 1 2 --cases none:1 none:2 noratio:1 rolled:1 frozen:1
 """
