@@ -28,7 +28,7 @@ from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.sampling import SamplingConfig
 from cpu_threads import one_thread  # noqa: F401  (fixture)
-from tiny_painter import SUBJECT
+from tiny_painter import SUBJECT, sketch_rows
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
 
@@ -177,68 +177,84 @@ class SharedRenders(pl.Callback):
         pool.render = once
 
 
-class Rewards(pl.Callback):
+def sketch_margin(model, tokenizer) -> float:
+    """The policy's mean log-prob of the painter's three gate-passing sketches minus that of its failing one
+    (COMPLETIONS[3], bare p5 shapes), teacher-forced: what a run learned, read without sampling noise."""
+    prompt, rows = sketch_rows(tokenizer)
+    logps = []
+    with torch.no_grad():
+        for row in rows:
+            ids = torch.tensor([row])
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+            logps.append(logits.log_softmax(-1).gather(1, ids[0, len(prompt):, None]).sum().item())
+    return sum(logps[:3]) / 3 - logps[3]
+
+
+class Learning(pl.Callback):
+    """The policy's `sketch_margin` before the run and after each step, and each step's staleness and token
+    mean importance ratio (new policy over the one that sampled the batch)."""
+
     def __init__(self):
-        self.by_step, self.staleness = [], []
+        self.margins, self.staleness, self.ratios = [], [], []
+
+    def on_train_start(self, trainer, module):
+        self.margins.append(sketch_margin(module.policy_model, module.tokenizer))
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        self.by_step.append(outputs["step"].metrics["reward"])
+        self.margins.append(sketch_margin(module.policy_model, module.tokenizer))
         self.staleness.append(outputs["step"].metrics["train/staleness"])
+        self.ratios.append(outputs["step"].metrics["ratio/mean"])
 
 
-SEEDS, STEPS = (0, 1, 2), 6
+SEEDS, STEPS = (0, 1), 4
 
 
-def learning_run(painter, seed: int, max_staleness: int, renders: dict) -> Rewards:
+def learning_run(painter, seed: int, max_staleness: int, renders: dict) -> Learning:
     pl.seed_everything(seed)
     module = GRPOModule(
         policy=PolicyConfig(model=str(painter), dtype="float32", lora_r=8, lora_alpha=16),
-        sampling=SamplingConfig(max_completion_length=160, generation_batch_size=16),
-        grpo=GRPOConfig(num_generations=16, micro_batch_size=16, scale_rewards="none"),
-        optim=OptimConfig(lr=2e-3), render_pool_size=2, render=RenderConfig(pixel_density=0.5),
+        sampling=SamplingConfig(max_completion_length=160, generation_batch_size=8),
+        grpo=GRPOConfig(num_generations=8, micro_batch_size=8, scale_rewards="none"),
+        optim=OptimConfig(lr=5e-3), render_pool_size=2, render=RenderConfig(pixel_density=0.5),
         rewards=[GateTerm(weight=1.0)], max_staleness=max_staleness,
     )
-    rewards = Rewards()
+    learning = Learning()
     trainer = pl.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                         callbacks=[SharedRenders(renders), rewards], enable_progress_bar=False,
+                         callbacks=[SharedRenders(renders), learning], enable_progress_bar=False,
                          enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0)
     trainer.fit(module, datamodule=PromptDataModule(subjects=[SUBJECT], seed=seed))
-    return rewards
+    return learning
 
 
 @pytest.fixture(scope="module")
 def learning_runs(painter):
-    """(seed, max_staleness) -> the run's rewards, each run once per module: the on-policy runs serve both
+    """(seed, max_staleness) -> the run's `Learning`, each run once per module: the on-policy runs serve both
     stalenesses compared with them, and every run reads the renders of the ones before it."""
     runs, renders = {}, {}
 
-    def run(seed: int, max_staleness: int) -> Rewards:
+    def run(seed: int, max_staleness: int) -> Learning:
         if (seed, max_staleness) not in runs:
             runs[seed, max_staleness] = learning_run(painter, seed, max_staleness, renders)
         return runs[seed, max_staleness]
     return run
 
 
-@pytest.mark.timeout(2400)  # the three on-policy runs come with the first staleness
 @pytest.mark.parametrize("max_staleness", [1, 2])
 def test_stale_learns_no_worse_than_on_policy(learning_runs, max_staleness):
-    """Each seed run on-policy and k steps stale from the same start: the stale runs' reward over the last
-    two steps is within the on-policy runs' seed spread, and both settings learn (the gate pass rate of the
-    painter, ~half at the start, rises)."""
-    k, n = max_staleness, len(SEEDS)
+    """Each seed run on-policy and k steps stale from the same start. What a run learned is read without
+    sampling noise, as the gain of `sketch_margin` (the painter starts indifferent); averaged over the seeds,
+    the on-policy runs gain at least half a nat and the stale runs at least that and half the on-policy gain.
+    Each stale step's importance ratio is the drift of the updates since its batch was sampled: near 1, never
+    exactly 1 (the sampler's own log-probs, not the current policy's or another row's)."""
+    k = max_staleness
     runs = {(s, j): learning_runs(s, j) for s in SEEDS for j in (0, k)}
-    assert all(runs[s, k].staleness[k:] == [float(k)] * (STEPS - k) and runs[s, 0].staleness == [0.0] * STEPS
-               for s in SEEDS)
-    first = {j: sum(runs[s, j].by_step[0] for s in SEEDS) / n for j in (0, k)}
-    last = {(s, j): sum(runs[s, j].by_step[-2:]) / 2 for s in SEEDS for j in (0, k)}
-    on_policy = [last[s, 0] for s in SEEDS]
-    stale = sum(last[s, k] for s in SEEDS) / n
-    spread = max(on_policy) - min(on_policy)
-    summary = {"first": first, "last": last, "spread": spread}
-    assert stale >= sum(on_policy) / n - spread, summary
-    for j in (0, k):
-        assert sum(last[s, j] for s in SEEDS) / n > first[j], summary
-    print(summary)
+    gain = {j: sum(runs[s, j].margins[-1] - runs[s, j].margins[0] for s in SEEDS) / len(SEEDS) for j in (0, k)}
+    summary = {"gain": gain, "margins": {key: r.margins for key, r in runs.items()},
+               "ratios": {s: runs[s, k].ratios for s in SEEDS}}
+    for s in SEEDS:
+        assert runs[s, 0].staleness == [0.0] * STEPS and runs[s, k].staleness == [min(i, k) for i in range(STEPS)]
+        assert all(0 < abs(ratio - 1) < 0.05 for ratio in runs[s, k].ratios[1:]), summary
+    assert gain[0] >= 0.5 and gain[k] >= max(0.5, gain[0] / 2), summary
 
 
 class StreamOff(PromptDataModule):

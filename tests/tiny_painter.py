@@ -26,12 +26,17 @@ COMPLETIONS = [
 ]
 
 
+def sketch_rows(tokenizer) -> tuple[list[int], list[list[int]]]:
+    """The prompt's token ids and each of COMPLETIONS' (with its end of turn), prompt first."""
+    prompt = tokenizer(chat_prompt(tokenizer, SUBJECT), add_special_tokens=False).input_ids
+    return prompt, [prompt + tokenizer(c + "<|im_end|>", add_special_tokens=False).input_ids for c in COMPLETIONS]
+
+
 def save_tiny_painter(path: str | Path, steps: int = 150, seed: int = 0) -> Path:
     path = Path(path)
     tokenizer = tiny_tokenizer()
     model = build_tiny_model("qwen3", tokenizer, seed=seed, hidden_size=64, num_layers=2)
-    prompt = tokenizer(chat_prompt(tokenizer, SUBJECT), add_special_tokens=False).input_ids
-    rows = [prompt + tokenizer(c + "<|im_end|>", add_special_tokens=False).input_ids for c in COMPLETIONS]
+    prompt, rows = sketch_rows(tokenizer)
     width = max(map(len, rows))
     ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
     labels = ids.clone()
