@@ -105,20 +105,50 @@ def test_base_model_path_needs_a_folder(policy, tmp_path):
     assert base_model_path(model) == str(path)
 
 
-@pytest.mark.vllm  # also run in .venv-vllm, where vllm is installed and so could be imported
-@pytest.mark.parametrize("entry", ["lit_watercolour.sampling", "lit_watercolour.module", "lit_watercolour.sampling.vllm_server",
-                                   "lit_watercolour.sampling.vllm", "lit_watercolour.decoding"])
-def test_imports_have_no_cycle_and_load_vllm_only_when_a_vllm_sampler_is_built(entry):
-    """Each module imports first in a fresh interpreter (a cycle would fail one of them); the package and the
-    trainer import neither vLLM nor the vLLM samplers' modules, and those modules do not import vLLM either."""
-    code = (f"import json, sys, {entry}; print(json.dumps(sorted(m for m in sys.modules "
-            "if m.split('.')[0] == 'vllm' or m.startswith('lit_watercolour.sampling.vllm'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+IMPORT_ENTRIES = ["lit_watercolour.sampling", "lit_watercolour.module", "lit_watercolour.sampling.vllm_server",
+                  "lit_watercolour.sampling.vllm", "lit_watercolour.decoding"]
+# One interpreter loads the third-party libraries every entry needs (neither vLLM nor this package), then
+# forks a child per entry that imports that entry first: its own imports of this package start from nothing.
+FORKED_IMPORTS = """
+import importlib, json, os, sys, traceback
+import torch, transformers, peft, lightning
+assert not [m for m in sys.modules if m.split('.')[0] in ('vllm', 'lit_watercolour')], 'the preload imported them'
+for entry in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(entry)
+            loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'vllm' or m.startswith('lit_watercolour.sampling.vllm'))
+            print(json.dumps([entry, loaded]), flush=True)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def imported_alone():
+    """{entry: the vLLM modules loaded once it was imported}, each entry imported first in a process of its own."""
+    out = subprocess.run([sys.executable, "-c", FORKED_IMPORTS, *IMPORT_ENTRIES], capture_output=True, text=True, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr[-3000:]
+    return dict(json.loads(line) for line in out.stdout.splitlines() if line.startswith('["')), out.stderr
+
+
+@pytest.mark.vllm  # also run in .venv-vllm, where vllm is installed and so could be imported
+@pytest.mark.parametrize("entry", IMPORT_ENTRIES)
+def test_imports_have_no_cycle_and_load_vllm_only_when_a_vllm_sampler_is_built(entry, imported_alone):
+    """Each module imports first in a process where none of this package is loaded yet (a cycle would fail one
+    of them); the package and the trainer import neither vLLM nor the vLLM samplers' modules, and those modules
+    do not import vLLM either."""
+    loaded, errors = imported_alone
+    assert entry in loaded, errors[-3000:]
     expected = {"lit_watercolour.sampling.vllm": ["lit_watercolour.sampling.vllm"],
                 "lit_watercolour.sampling.vllm_server": ["lit_watercolour.sampling.vllm", "lit_watercolour.sampling.vllm_server"]}
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == expected.get(entry, [])
+    assert loaded[entry] == expected.get(entry, [])
 
 
 # --- the engine's arguments ---------------------------------------------------------------------
