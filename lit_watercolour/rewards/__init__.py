@@ -12,7 +12,6 @@ from lit_watercolour.rewards.image_stats import ImageStatsScorer, ImageStatsTerm
 from lit_watercolour.rewards.judge import JudgeTerm, PairwiseJudge
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix, mix_rewards
-from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rewards.pool import ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
 
@@ -21,3 +20,11 @@ __all__ = [
     "OpenAIJudge", "PairwiseJudge", "ReferencePool", "RewardMix", "RewardTerm", "TermScores", "TransformersJudge",
     "mix_rewards",
 ]
+
+
+def __getattr__(name: str):
+    if name == "OpenAIJudge":  # the openai SDK is slow to import and only the HTTP judge needs it
+        from lit_watercolour.rewards.openai_judge import OpenAIJudge
+
+        return OpenAIJudge
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
