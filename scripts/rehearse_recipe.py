@@ -93,7 +93,9 @@ RECIPE_SHAPES = dict(
     layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)],
     vision=RECIPE_VISION,
 )
-SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4)
+# the recipe's context length: the recipe config's vLLM `max_model_len` must fit it
+SMALL_SHAPES = dict(hidden_size=1024, num_layers=4, num_experts=16, num_experts_per_tok=4,
+                    max_position_embeddings=RECIPE_SHAPES["max_position_embeddings"])
 # --policy-shapes qwen3-4b (with --config configs/hibiscus_qwen3_4b.yaml): Qwen3-4B-Instruct-2507's public config, dense
 QWEN3_4B_SHAPES = dict(vocab_size=151936, hidden_size=2560, num_layers=36, num_attention_heads=32, num_key_value_heads=8,
                        head_dim=128, intermediate_size=9728, tie_word_embeddings=True, max_position_embeddings=40960)

@@ -20,7 +20,7 @@ from lit_watercolour.offline.tiny_models import save_tiny_policy
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, load_processor
 from lit_watercolour.records import GateResult, RenderResult, Rollout
 from lit_watercolour.sampling import HFSampler, SamplingConfig
-from lit_watercolour.sampling.base import ImagePrompt
+from lit_watercolour.sampling.base import ImagePrompt, slot_token_ids
 from lit_watercolour.sampling.vllm import engine_prompt
 from lit_watercolour.turns import SHOWN, Conversation, TurnsConfig, feedback_for, join_turns
 from lit_watercolour.update import GRPOConfig, OptimConfig, policy_update
@@ -211,6 +211,30 @@ def test_image_tokens_get_no_gradient_and_one_forward_gives_both_turns_logps(vl_
     assert seen == [trajectory.images[0].pixel_values.shape[0]]  # the update's forward saw the render too
     assert all(torch.isfinite(g).all() for g in ours) and any(g.abs().sum() > 0 for g in ours)
     assert not any(p.requires_grad for n, p in model.named_parameters() if "visual" in n)  # the tower stays frozen
+
+
+def test_the_policy_never_writes_an_image_slot(vl_turns):
+    """Turn 1's sketch goes back into turn 2's prompt, where an image slot the policy wrote would be read as a place
+    for an image (a random policy with a small vocabulary writes them often). With the slots made by far the likeliest
+    tokens, neither decoding path samples one: `generate` (text) and the captured-step decoder (eager on a CPU)."""
+    model, processor, prompts, _, _ = vl_turns
+    slots = torch.tensor(slot_token_ids(model))
+    assert model.config.image_token_id in slots.tolist()
+    boost = torch.zeros(model.get_output_embeddings().out_features).index_fill(0, slots, 1e4)
+    handle = model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + boost)
+    sampler = HFSampler(model, processor.tokenizer, SamplingConfig(max_completion_length=6))
+    prompt = chat_prompt(processor.tokenizer, "a peach hibiscus")
+    try:
+        torch.manual_seed(0)
+        banned = [sampler.sample([prompt], 2), sampler.sample(prompts[:1], 2)]
+        assert sampler.decode_path == "eager"  # the image row's decoder; the text row's: `generate`
+        sampler.slot_ids = []  # the control: without the ban every token sampled is a slot
+        allowed = [sampler.sample([prompt], 2), sampler.sample(prompts[:1], 2)]
+    finally:
+        handle.remove()
+    for ban, control in zip(banned, allowed):
+        assert not torch.isin(ban.completion_ids[ban.completion_mask.bool()], slots).any()
+        assert torch.isin(control.completion_ids[control.completion_mask.bool()], slots).all()
 
 
 def test_image_feedback_needs_a_policy_that_sees(tmp_path):

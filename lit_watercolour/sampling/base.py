@@ -176,6 +176,14 @@ def stop_token_ids(model, tokenizer) -> list[int]:
     return sorted({tokenizer.eos_token_id, *ids})
 
 
+def slot_token_ids(model) -> list[int]:
+    """A vision-language policy's image and video slot tokens, which no sampler lets it write: in the next turn's
+    prompt the model would take one it wrote for a place to put an image (Qwen finds its images by these ids)."""
+    config = model.config
+    names = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+    return sorted({i for i in (getattr(config, n, None) for n in names) if isinstance(i, int)}) if hasattr(config, "vision_config") else []
+
+
 def completion_mask_and_truncation(completion_ids: Tensor, stop_ids: list[int]) -> tuple[Tensor, Tensor]:
     """Mask tokens after the first stop token; a row without one was cut off (truncated)."""
     is_stop = torch.isin(completion_ids, torch.tensor(stop_ids, device=completion_ids.device))

@@ -31,6 +31,7 @@ from lit_watercolour.sampling.base import (
     decode,
     prompt_images,
     prompt_token_ids,
+    slot_token_ids,
     stop_token_ids,
     with_policy_logps,
 )
@@ -64,6 +65,7 @@ class HFSampler:
     def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, need_logps: bool = False) -> None:
         self.model, self.tokenizer, self.config, self.need_logps = model, tokenizer, config, need_logps
         self.stop_ids = stop_token_ids(model, tokenizer)
+        self.slot_ids = slot_token_ids(model)  # never sampled (`slot_token_ids`)
         self.decode_path = "not run"  # how the last `sample` decoded: generate, lean, cuda-graph or eager
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -101,6 +103,7 @@ class HFSampler:
             top_k=c.top_k,
             max_new_tokens=c.max_completion_length,
             eos_token_id=self.stop_ids,
+            suppress_tokens=self.slot_ids or None,
             pad_token_id=self.tokenizer.pad_token_id,
             use_cache=True,
             stopping_criteria=StoppingCriteriaList([hook]),
@@ -120,6 +123,7 @@ class HFSampler:
         report = on_completion or (lambda row, text: None)
         images = prompt_images(prompts, n)
         decoder = self.decoder(device, images is not None)
+        slots = torch.tensor(self.slot_ids, device=device) if self.slot_ids else None
         with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext(), torch_threads(c.cpu_threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
@@ -131,7 +135,8 @@ class HFSampler:
                         "images": image_inputs(images[lo:hi], prompt_ids[lo:hi], self.model.config)}
                     ids, lps = decoder.generate(
                         prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
-                        lambda logits: sample_logits(logits, c.temperature, c.top_k, c.top_p),
+                        lambda logits: sample_logits(logits if slots is None else logits.index_fill(-1, slots, float("-inf")),
+                                                     c.temperature, c.top_k, c.top_p),
                         self.stop_ids, self.tokenizer.pad_token_id, on_step=hook, temperature=c.temperature, **shown,
                     )
                     chunk_logps.append(lps)

@@ -57,6 +57,7 @@ from lit_watercolour.sampling.base import (
     prompt_images,
     prompt_token_ids,
     row_seeds,
+    slot_token_ids,
     stop_token_ids,
     with_policy_logps,
 )
@@ -362,6 +363,7 @@ class VLLMSampler(EngineSampler):
             top_k=c.top_k if c.top_k > 0 else -1,  # -1: off, in every vLLM version
             max_tokens=c.max_completion_length,
             stop_token_ids=self.stop_ids,
+            logit_bias={i: float("-inf") for i in slot_token_ids(self.model)} or None,  # `slot_token_ids`
             logprobs=0,  # the sampled token's own log-prob only
             seed=seed,
             detokenize=False,  # decoded here, once, up to the first stop token
