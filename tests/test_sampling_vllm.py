@@ -24,13 +24,15 @@ import httpx
 import psutil
 import pytest
 import torch
+from PIL import Image
 from completions_server import CompletionsServer
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from peft import PeftModel
 
-from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, merged_weights
+from lit_watercolour.data import chat_prompt
+from lit_watercolour.policy import PolicyConfig, RowImage, completion_logps, load_policy, load_processor, merged_weights
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
-from lit_watercolour.sampling.base import Completion, pack_batch
+from lit_watercolour.sampling.base import Completion, ImagePrompt, pack_batch
 from lit_watercolour.sampling.vllm import (
     AdapterSnapshots,
     base_model_path,
@@ -39,11 +41,12 @@ from lit_watercolour.sampling.vllm import (
     installed_gdn_prefill_backend,
 )
 from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
-from lit_watercolour.turns import Conversation, join_turns
+from lit_watercolour.turns import SHOWN, Conversation, join_turns
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "lit_watercolour" / "assets" / "tiny_policy"
+POOL = ROOT / "renderer" / "pool"  # p5.brush sketches rendered by the project's renderer
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
@@ -481,6 +484,52 @@ def test_vllm_sampler_rows_logps_seeds_adapter_sync_and_close(vllm_policy, tmp_p
         sampler.close()
     _, alive = psutil.wait_procs([psutil.Process(pid) for pid in engine if psutil.pid_exists(pid)], timeout=30)
     assert not alive  # close() ended them
+
+
+def vision_language_vllm_missing() -> str | None:
+    """Why vLLM cannot run a Qwen vision-language model here, or None: its Qwen-VL modules (Qwen3.5's too) import
+    transformers' torchvision image processor, and PyPI has no CPU build of torchvision (`make setup-vllm`
+    removes the CUDA one, which cannot load beside torch's CPU build)."""
+    try:
+        import torchvision  # noqa: F401
+    except Exception as e:  # noqa: BLE001  (the CUDA build raises RuntimeError)
+        return f"vLLM's Qwen-VL models need torchvision, which does not import here: {e!r}"
+    return None
+
+
+@real_vllm
+@pytest.mark.skipif(vision_language_vllm_missing() is not None, reason=str(vision_language_vllm_missing()))
+def test_vllm_sampler_shows_a_render_to_a_vision_language_policy(tmp_path):
+    """Turn 2 as the trainer builds it (prompt | sketch | the render through the policy's processor) sampled by
+    the engine with the vision tower on: vLLM's log-probs are the trainer's forward over the same conversation
+    with the same pixels, and another render would have given others."""
+    policy = PolicyConfig(tiny="qwen3_vl", dtype="float32", lora_r=4, lora_alpha=8, gradient_checkpointing=False)
+    model, tokenizer = load_policy(policy)
+    processor = load_processor(policy, tokenizer)
+    perturb_adapter(model, seed=0)
+    vcfg = VLLMConfig(adapter_dir=str(tmp_path), max_lora_rank=8, language_model_only=False, engine_kwargs=ENGINE_KWARGS)
+    sampler = build_sampler(SamplingConfig(max_completion_length=8), model, tokenizer, "vllm", vcfg, need_logps=True,
+                            processor=processor)
+    try:
+        torch.manual_seed(0)
+        first = sampler.sample([chat_prompt(tokenizer, "a peach hibiscus")], 2)
+        renders = [Image.open(POOL / name).convert("RGB").resize((256, 256)) for name in ("love/love_00.png", "meh/meh_00.png")]
+        prompts, segments = Conversation(tokenizer, processor).next_prompts(first, [SHOWN, SHOWN], [renders[0], None])
+        assert isinstance(prompts[0], ImagePrompt) and isinstance(prompts[1], list)
+        second = sampler.sample(prompts, 1)
+    finally:
+        sampler.close()
+    # the engine's log-probs (top-p off) are the trainer's, whose forward is given the render's pixels
+    torch.testing.assert_close(second.sampler_logps, second.logps, atol=2e-4, rtol=0)
+    other = processor.image_processor(renders[1], return_tensors="pt")
+    swapped = completion_logps(model, second.prompt_ids, second.prompt_mask, second.completion_ids, second.completion_mask,
+                               1.0, 8, images=[RowImage(other.pixel_values, other.image_grid_thw), None])[0]
+    assert ((swapped - second.sampler_logps)[0] * second.completion_mask[0]).abs().max() > 1e-2  # the render was read
+    # and the loss's single forward over the whole trajectory sees what each turn was sampled from
+    trajectory = join_turns(first, segments, second, tokenizer.pad_token_id)
+    whole = completion_logps(model, trajectory.prompt_ids, trajectory.prompt_mask, trajectory.completion_ids,
+                             trajectory.completion_mask, 1.0, 8, images=trajectory.images)[0]
+    torch.testing.assert_close(whole * trajectory.sampled_mask, trajectory.sampler_logps, atol=2e-4, rtol=0)
 
 
 @real_vllm

