@@ -30,9 +30,9 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 from peft import PeftModel
 
 from lit_watercolour.data import chat_prompt
-from lit_watercolour.policy import PolicyConfig, RowImage, completion_logps, load_policy, load_processor, merged_weights
+from lit_watercolour.policy import PolicyConfig, RowImage, completion_logps, image_inputs, load_policy, load_processor, merged_weights
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
-from lit_watercolour.sampling.base import Completion, ImagePrompt, pack_batch
+from lit_watercolour.sampling.base import Completion, ImagePrompt, pack_batch, slot_token_ids
 from lit_watercolour.sampling.vllm import (
     AdapterSnapshots,
     base_model_path,
@@ -519,17 +519,32 @@ def test_vllm_sampler_shows_a_render_to_a_vision_language_policy(tmp_path):
         second = sampler.sample(prompts, 1)
     finally:
         sampler.close()
-    # the engine's log-probs (top-p off) are the trainer's, whose forward is given the render's pixels
-    torch.testing.assert_close(second.sampler_logps, second.logps, atol=2e-4, rtol=0)
+    # the engine's log-probs (top-p off) are the trainer's over the render's pixels, the banned slot tokens left out
+    slots = torch.isin(second.completion_ids, torch.tensor(slot_token_ids(model)))
+    assert not (slots & second.completion_mask.bool()).any()
+    torch.testing.assert_close(second.sampler_logps, slotless_logps(model, second), atol=2e-4, rtol=0)
     other = processor.image_processor(renders[1], return_tensors="pt")
     swapped = completion_logps(model, second.prompt_ids, second.prompt_mask, second.completion_ids, second.completion_mask,
                                1.0, 8, images=[RowImage(other.pixel_values, other.image_grid_thw), None])[0]
-    assert ((swapped - second.sampler_logps)[0] * second.completion_mask[0]).abs().max() > 1e-2  # the render was read
+    assert ((swapped - second.logps)[0] * second.completion_mask[0]).abs().max() > 1e-2  # the render was read
     # and the loss's single forward over the whole trajectory sees what each turn was sampled from
     trajectory = join_turns(first, segments, second, tokenizer.pad_token_id)
     whole = completion_logps(model, trajectory.prompt_ids, trajectory.prompt_mask, trajectory.completion_ids,
                              trajectory.completion_mask, 1.0, 8, images=trajectory.images)[0]
-    torch.testing.assert_close(whole * trajectory.sampled_mask, trajectory.sampler_logps, atol=2e-4, rtol=0)
+    torch.testing.assert_close(whole * trajectory.sampled_mask, trajectory.logps, atol=2e-4, rtol=0)
+
+
+def slotless_logps(model, batch) -> torch.Tensor:
+    """Each sampled token's log-prob under what the engine samples from when the slot tokens are banned
+    (`slot_token_ids`): the trainer's forward over the rows' images, renormalised without them."""
+    width = batch.prompt_ids.shape[1]
+    ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
+    mask = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, **image_inputs(batch.images, ids, model.config)).logits
+    logits = logits[:, width - 1 : -1].float().index_fill(-1, torch.tensor(slot_token_ids(model)), float("-inf"))
+    return logits.log_softmax(-1).gather(-1, batch.completion_ids[..., None])[..., 0] * batch.completion_mask
 
 
 @real_vllm

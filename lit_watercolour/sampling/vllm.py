@@ -384,7 +384,8 @@ class VLLMSampler(EngineSampler):
             top_k=c.top_k if c.top_k > 0 else -1,  # -1: off, in every vLLM version
             max_tokens=c.max_completion_length,
             stop_token_ids=self.stop_ids,
-            logit_bias={i: float("-inf") for i in slot_token_ids(self.model)} or None,  # `slot_token_ids`
+            # `slot_token_ids`; vLLM clamps a bias to 100: a slot keeps e^-100 of its odds
+            logit_bias={i: -100.0 for i in slot_token_ids(self.model)} or None,
             logprobs=0,  # the sampled token's own log-prob only
             seed=seed,
             detokenize=False,  # decoded here, once, up to the first stop token
