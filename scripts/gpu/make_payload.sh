@@ -33,7 +33,7 @@ VLLM_DEPS=(pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annot
       pyzmq==27.3.0 openai-harmony openai==2.54.0 sniffio==1.3.1 jiter==0.19.0 distro msgspec==0.23.0
       pybase64==1.5.1 cachetools==8.0.2 llguidance==1.7.6 xgrammar==0.2.7 apache-tvm-ffi==0.1.10
       fastapi==0.136.3 starlette==1.10.0 partial-json-parser==0.2.1.1.post7 compressed-tensors==0.17.0
-      loguru==0.7.3 depyf==0.20.0 astor==0.8.1 dill==0.4.1)
+      loguru==0.7.3 depyf==0.20.0 astor==0.8.1 dill==0.4.1 blake3==1.0.11)
 PLATFORMS=()
 for p in manylinux_2_39 manylinux_2_35 manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_24 \
          manylinux_2_17 manylinux2014 manylinux1; do PLATFORMS+=(--platform "${p}_x86_64"); done
