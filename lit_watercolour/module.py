@@ -56,8 +56,7 @@ from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
 from lit_watercolour.flops import update_flops
 from lit_watercolour.overlap import busy_idle_metrics
-from lit_watercolour.policy import (PolicyConfig, load_policy, load_processor, require_bitsandbytes, trainable_state_dict,
-                                   update_defaults)
+from lit_watercolour.policy import PolicyConfig, load_policy, load_processor, trainable_state_dict, update_defaults
 from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
@@ -67,7 +66,8 @@ from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.turns import Feedback, TurnsConfig, check_policy
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import completion_metrics
-from lit_watercolour.update import GRPOConfig, OptimConfig, ThreadsConfig, policy_update, skip_step
+from lit_watercolour.update import (GRPOConfig, OptimConfig, ThreadsConfig, configure_optimizer, policy_update,
+                                   skip_step)
 
 
 class GRPOModule(pl.LightningModule):
@@ -226,21 +226,7 @@ class GRPOModule(pl.LightningModule):
             self.sampler = None
 
     def configure_optimizers(self):
-        from transformers import get_scheduler
-
-        o = self.optim_config
-        params = [p for p in self.policy_model.parameters() if p.requires_grad]
-        kwargs = dict(lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), eps=o.eps)
-        if o.optimizer == "adamw_8bit":
-            require_bitsandbytes("optimizer='adamw_8bit'")
-            import bitsandbytes as bnb
-
-            optimizer = bnb.optim.AdamW8bit(params, **kwargs)
-        else:  # fused: one kernel for all adapter tensors (Lightning has moved them to the device by now)
-            optimizer = torch.optim.AdamW(params, fused=bool(params) and params[0].is_cuda, **kwargs)
-        total = self.trainer.max_steps if self.trainer.max_steps > 0 else None
-        scheduler = get_scheduler(o.lr_scheduler, optimizer, num_warmup_steps=o.warmup_steps, num_training_steps=total)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return configure_optimizer(self.policy_model, self.optim_config, self.trainer.max_steps)
 
     # --- checkpoints: the adapter only -----------------------------------------------------------
 
