@@ -107,3 +107,28 @@ def test_graph_decoder_reads_images_as_generate_does(policy):
     forward, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask,
                                   sampler.config.temperature, 3, images=batch.images)
     torch.testing.assert_close(forward * batch.completion_mask, batch.logps, atol=1e-5, rtol=1e-4)
+
+
+def test_slot_ids_past_a_stand_ins_vocabulary_are_not_banned():
+    """A stand-in whose vocabulary is smaller than its config's image slot ids (`bench_sampler.py --preset
+    qwen3.5-moe-3b`): the slots banned are the ones it has, so the decoder's draw indexes none past its logits (on CUDA
+    an index past them is a device-side assert in the captured step); a slot it has is never drawn."""
+    from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    model = build_tiny_model("qwen3_5_moe", tokenizer, num_layers=2)
+    vocab = model.config.get_text_config().vocab_size
+    assert model.config.image_token_id >= vocab  # the config's default slot ids, past this vocabulary
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4))
+    assert sampler.slot_ids == []
+    enc = tokenizer.pad({"input_ids": prompt_token_ids(tokenizer, PROMPTS)}, padding=True, padding_side="left",
+                        return_tensors="pt")
+    ids, _ = GraphDecoder(model).generate(enc.input_ids, enc.attention_mask, 4, sampler.draw, [tokenizer.eos_token_id],
+                                          tokenizer.pad_token_id)
+    assert ids.shape == (2, 4) and int(ids.max()) < vocab
+    model.config.video_token_id = 7  # one slot inside the vocabulary, made the likeliest token: never drawn
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4))
+    assert sampler.slot_ids == [7]
+    logits = torch.zeros(64, vocab)
+    logits[:, 7] = 50.0
+    assert not (sampler.draw(logits) == 7).any()

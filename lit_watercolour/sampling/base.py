@@ -178,10 +178,14 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 def slot_token_ids(model) -> list[int]:
     """A vision-language policy's image and video slot tokens, which no sampler lets it write: in the next turn's
-    prompt the model would take one it wrote for a place to put an image (Qwen finds its images by these ids)."""
+    prompt the model would take one it wrote for a place to put an image (Qwen finds its images by these ids).
+    An id past the vocabulary (a stand-in built with a smaller one keeps the config's defaults) is none it can write."""
     config = model.config
+    if not hasattr(config, "vision_config"):
+        return []
+    vocab = config.get_text_config().vocab_size
     names = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-    return sorted({i for i in (getattr(config, n, None) for n in names) if isinstance(i, int)}) if hasattr(config, "vision_config") else []
+    return sorted({i for i in (getattr(config, n, None) for n in names) if isinstance(i, int) and 0 <= i < vocab})
 
 
 def completion_mask_and_truncation(completion_ids: Tensor, stop_ids: list[int]) -> tuple[Tensor, Tensor]:
