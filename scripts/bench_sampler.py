@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--max-model-len", type=int, default=None, help="vLLM's context; default: the model's")
     ap.add_argument("--engine-kwargs", type=json.loads, default={},
                     help='vLLM: more `vllm.LLM` arguments, as JSON, e.g. \'{"max_num_seqs": 16}\'')
+    ap.add_argument("--max-lora-rank", type=int, default=16, help="vLLM: VLLMConfig.max_lora_rank (the engine's LoRA width)")
     ap.add_argument("--sleep-level", type=int, choices=[1, 2], default=1, help="vLLM: VLLMConfig.sleep_level")
     ap.add_argument("--fla-glue", choices=["on", "off", "both"], default="on",
                     help="hf: Gated DeltaNet's conv and gated norm on fla's kernels (PolicyConfig.fla_glue); both: "
@@ -104,7 +105,7 @@ def main() -> None:
         kv_gib = args.kv_cache_gib if args.kv_cache_gib is not None else (0.25 if args.device == "cpu" else None)
         if kv_gib is not None:
             engine["kv_cache_memory_bytes"] = int(kv_gib * 2**30)
-        vllm_config = VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization, max_lora_rank=16,
+        vllm_config = VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization, max_lora_rank=args.max_lora_rank,
                                  max_model_len=args.max_model_len, sleep_level=args.sleep_level,
                                  weight_sync=args.weight_sync, engine_kwargs=engine, adapter_dir=f"{tmp}/adapters")
         samplers = {b: build_sampler(sampling, model, tokenizer, b, vllm_config, need_logps=args.logps) for b in args.backends}

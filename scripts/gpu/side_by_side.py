@@ -7,9 +7,11 @@ its own time limit; a section's output goes to $OUT/<section>.log (or --out) as 
                Gated DeltaNet glue off and on (`PolicyConfig.fla_glue`), same weights, same batch
   moe-update   bench_step.py --preset qwen3.5-moe-3b at 8192 tokens: the update with the glue off (before) and on
   moe-decode   bench_sampler.py --preset qwen3.5-35b-a3b-8layers --backends hf: the captured step, 8 rows, glue off/on
-  4b-sampler   bench_sampler.py --preset qwen3-4b --backends vllm: LoRA served (before) against merged weights, each
-               engine with the same bounded CUDA-graph sizes
-  4b-step      rehearse_recipe.py, the 4B recipe on vLLM with the candidate settings (`AFTER_4B`), staleness 1
+  4b-sampler   bench_sampler.py --preset qwen3-4b --backends vllm: the landed engine (LoRA served, max_lora_rank 64,
+               sleep level 1) against merged weights with sleep level 2, each engine with the same bounded CUDA-graph sizes
+  4b-lora16    the same with LoRA served at max_lora_rank 16 (the policy's rank)
+  4b-step      rehearse_recipe.py, the 4B recipe on vLLM with the candidate settings (--vllm-4b, default `AFTER_4B`),
+               staleness 1
 
     python scripts/gpu/side_by_side.py --sections moe-grads moe-update moe-decode
     python scripts/gpu/side_by_side.py --sections 4b-sampler 4b-step
@@ -96,7 +98,7 @@ def moe_grads(out: Path, limit_s: float) -> list[dict]:
 
 def sections(args) -> dict:
     py = sys.executable
-    vllm_after = json.dumps(AFTER_4B)
+    vllm_after = json.dumps(args.vllm_4b)
     return {
         "moe-update": [py, "scripts/bench_step.py", "--preset", "qwen3.5-moe-3b", "--completion-length", "8192",
                        "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour"],
@@ -124,7 +126,7 @@ def summarise(name: str, lines: list[dict]) -> list[str]:
                         f"{r['update_fwd_bwd_s']:.2f} s, first step {r.get('first_step_s')} s, grad norm "
                         f"{r.get('grad_norm_first_step')} | "
                         f"{r.get('peak_memory_update_gib', '')} GiB |")
-        elif name in ("moe-decode", "4b-sampler") and "backend" in r:
+        elif name in ("moe-decode", "4b-sampler", "4b-lora16") and "backend" in r:
             phases = ", ".join(f"{k} {v}" for k, v in r.items() if k.endswith("_s") and k not in ("seconds", "tokens_per_s"))
             rows.append(f"| {name} | {r['backend']} r{r['repeat']} ({str(r.get('decode_path'))[:40]}) | {r['tokens_per_s']:.0f} "
                         f"tokens/s | {r['seconds']} s {phases} | |")
@@ -137,17 +139,21 @@ def summarise(name: str, lines: list[dict]) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sections", nargs="+", default=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-step"])
+    ap.add_argument("--sections", nargs="+", default=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-step"],
+                    choices=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-lora16", "4b-step"])
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "runs/side_by_side")))
+    ap.add_argument("--vllm-4b", type=json.loads, default=AFTER_4B, help="4b-step: VLLMConfig fields, as JSON")
     ap.add_argument("--limit-s", type=float, default=280.0, help="seconds each section may run")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     commands, table = sections(args), []
     for name in args.sections:
-        if name == "4b-sampler":  # before (LoRA served), then after (merged), each its own engine
-            lines = run("4b-sampler-lora", commands[name], args.out, args.limit_s)
+        if name == "4b-sampler":  # before (the landed LoRA engine), then after (merged), each its own engine
+            lines = run("4b-sampler-lora64", [*commands[name], "--max-lora-rank", "64"], args.out, args.limit_s)
             after = [*commands[name], "--weight-sync", "merged", "--sleep-level", "2"]
             lines += run("4b-sampler-merged", after, args.out, args.limit_s)
+        elif name == "4b-lora16":
+            lines = run(name, commands["4b-sampler"], args.out, args.limit_s)
         elif name == "moe-grads":
             try:
                 lines = moe_grads(args.out, args.limit_s)
