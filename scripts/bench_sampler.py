@@ -65,7 +65,8 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["hf", "vllm"])
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=None, help="default: the default config's")
-    ap.add_argument("--merge-adapter", type=lambda s: s.lower() == "true", default=None, help="hf: default: the config's")
+    ap.add_argument("--merge-adapter", choices=["true", "false", "both"], default=None,
+                    help="hf: sampling.merge_adapter (default: the config's); both: also an 'hf:merged' sampler")
     ap.add_argument("--min-tokens", type=int, default=0,
                     help="rows run at least this long (the policy's generation_config.min_new_tokens): a random model's EOS cannot end them")
     ap.add_argument("--repeats", type=int, default=3)
@@ -100,7 +101,8 @@ def main() -> None:
                                                     fla_glue=args.fla_glue != "off"))
         model.to(args.device)
         model.get_base_model().generation_config.min_new_tokens = args.min_tokens or None
-        sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=args.merge_adapter)
+        merge = None if args.merge_adapter is None else args.merge_adapter == "true"
+        sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=merge)
         engine = {"enforce_eager": args.enforce_eager, **args.engine_kwargs}
         kv_gib = args.kv_cache_gib if args.kv_cache_gib is not None else (0.25 if args.device == "cpu" else None)
         if kv_gib is not None:
@@ -111,15 +113,18 @@ def main() -> None:
         samplers = {b: build_sampler(sampling, model, tokenizer, b, vllm_config, need_logps=args.logps) for b in args.backends}
         if args.fla_glue == "both" and "hf" in samplers:  # the same sampler, the glue switched before each batch
             samplers = {"hf:fla-glue-off" if b == "hf" else b: s for b, s in samplers.items()} | {"hf": samplers["hf"]}
+        if args.merge_adapter == "both" and "hf" in samplers:
+            samplers["hf:merged"] = build_sampler(replace(sampling, merge_adapter=True), model, tokenizer, "hf")
         glue = {name: not name.endswith("fla-glue-off") for name in samplers}
+        configs = {name: sampler.config for name, sampler in samplers.items()}
         prompt = chat_prompt(tokenizer, SUBJECT)
         runs: dict[str, list[dict]] = {b: [] for b in samplers}
         try:
             for name, sampler in samplers.items():  # warm-up, not counted: kernels, caches, allocator
-                sampler.config = replace(sampling, max_completion_length=min(args.warmup_length, sampling.max_completion_length))
+                sampler.config = replace(configs[name], max_completion_length=min(args.warmup_length, sampling.max_completion_length))
                 use_fla_glue(model, glue[name])
                 sampler.sample([prompt], args.num_generations)
-                sampler.config = sampling
+                sampler.config = configs[name]
             for repeat in range(args.repeats):
                 for name, sampler in samplers.items():
                     torch.manual_seed(repeat)

@@ -39,11 +39,12 @@ class SamplingConfig:
     """Rows per generate call; each row starts rendering as it finishes."""
     logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
     """Rows per forward when scoring the sampled tokens."""
-    # `generate` with the LoRA adapter folded into copies of the adapted weights (`policy.adapter_merged`; the
-    # base is never written): faster for small models, whose decoding steps are dominated by per-matmul
-    # overhead; costs a copy of the adapted weights, so it is off for large ones. Lean decoding always folds it
+    # `generate` and the captured step with the LoRA adapter folded into copies of the adapted weights
+    # (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token; costs a copy
+    # of the adapted weights while sampling. Lean decoding always folds it
     merge_adapter: bool = False
-    """generate with the adapter folded into copies of the adapted weights: faster for small models."""
+    """generate and the captured step (graph_decode) decode with the adapter folded into copies of the adapted
+    weights: no adapter matmuls a token, a copy of the adapted weights held while sampling."""
     # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
     # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
     lean_decode: bool = True
