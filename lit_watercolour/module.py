@@ -51,7 +51,7 @@ from lightning.fabric.utilities.throughput import Throughput, get_available_flop
 from torch import Tensor
 
 from lit_watercolour import grpo
-from lit_watercolour.callbacks.paintings import PaintingWriter
+from lit_watercolour.callbacks.paintings import PaintingWriter, slug
 from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
 from lit_watercolour.flops import update_flops
@@ -356,12 +356,18 @@ class GRPOModule(pl.LightningModule):
     # --- evaluation and painting ----------------------------------------------------------------
 
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
+        """The reward, gate pass rate and each term's mean, over the batch (`val/...`) and per subject
+        (`val/<subject>/...`: trained and unseen subjects apart)."""
         batch = self.counted(self.pipeline.submit(prompts, self.grpo_config.num_generations).result())
-        n = len(batch.rollouts)
-        self.log("val/reward", torch.nanmean(batch.rewards).item(), batch_size=n)
-        self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in batch.rollouts)) / n, batch_size=n)
-        for name, s in batch.scores.items():
-            self.log(f"val/reward/{name}", torch.nanmean(s).item(), batch_size=n)
+        groups = {"": list(range(len(batch.rollouts)))}
+        for i, r in enumerate(batch.rollouts):
+            groups.setdefault(f"{slug(r.prompt)}/", []).append(i)
+        for prefix, rows in groups.items():
+            n, index = len(rows), torch.tensor(rows)
+            self.log(f"val/{prefix}reward", torch.nanmean(batch.rewards[index]).item(), batch_size=n)
+            self.log(f"val/{prefix}gate_pass_rate", sum(batch.rollouts[i].gate.passed for i in rows) / n, batch_size=n)
+            for name, s in batch.scores.items():
+                self.log(f"val/{prefix}reward/{name}", torch.nanmean(s[index]).item(), batch_size=n)
 
     def predict_step(self, prompts: list[Prompt], batch_idx: int) -> RolloutBatch:
         """Each subject painted `predict_generations` times (two turns: first sketch, feedback, revision, both scored);
