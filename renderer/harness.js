@@ -262,6 +262,20 @@
   const ALLOCATES = new Set(["createGraphics", "createFramebuffer", "get", "resize"]);
   const PAINTS = new Set(["shape", "layers", "filter", "buffer"]);
   let frames = 0;
+  // A layer's background() is its paper. Printed over part of the canvas, a paper that is not the canvas's own
+  // (another colour, or tinted) is a flat block: a bare rectangle.
+  const paperOf = new WeakMap();  // canvas instance or layer -> RGBA of its last background(); none after clear()
+  const rgba = (args) => { try { return instance.color(...args)._getRGBA([255, 255, 255, 255]); } catch (e) { return [0, 0, 0, 255]; } };
+  const flatBlock = (self, src, real) => {
+    const paper = paperOf.get(src);
+    if (!paper || paper[3] <= 0) return false;
+    const onto = scopes.length ? scopes[scopes.length - 1] : self;
+    const w = typeof real[3] === "number" ? real[3] : src.width, h = typeof real[4] === "number" ? real[4] : src.height;
+    if (Math.abs(w) >= onto.width && Math.abs(h) >= onto.height) return false;  // a whole new paper, as background() is
+    const tint = self._renderer && self._renderer.states.tint ? self._renderer.states.tint._getRGBA([255, 255, 255, 255]) : null;
+    const base = paperOf.get(onto);
+    return Boolean(tint && (tint[0] < 255 || tint[1] < 255 || tint[2] < 255)) || !base || base.some((x, i) => Math.abs(x - paper[i]) >= 1);
+  };
   const policed = (self, name, args, f) => {
     live();
     const category = WORLD.get(name);
@@ -281,6 +295,7 @@
       const src = real[0];
       if (!isBuffer(src)) denied("raw_drawing:image", "image() prints only the sketch's own buffers");
       if (!painted.has(src)) denied("bare_primitives:image_unpainted", "image() prints only a buffer p5.brush has painted");
+      if (flatBlock(self, src, real)) denied("bare_primitives:image_flat", "image() prints a layer's flat background as a block");
       if (printed.get(src) === frames) denied("bare_primitives:image_tiled", "image() prints a buffer once a frame");
       printed.set(src, frames);
     }
@@ -300,6 +315,11 @@
     } finally {
       forSketch--;
       if (name === "draw" && self instanceof Framebuffer) scopes.pop();
+    }
+    if (name === "background" || name === "clear") {
+      const target = scopes.length ? scopes[scopes.length - 1] : self;
+      if (name === "clear") paperOf.delete(target);
+      else paperOf.set(target, rgba(real));
     }
     if (ALLOCATES.has(name)) {
       if (out instanceof Graphics || out instanceof Framebuffer || out instanceof P5Image) measure(out);
@@ -358,7 +378,11 @@
   function brushCall(label, paints, f, self, args) {
     live();
     if (inBrush && paints) denied(`raw_drawing:callback:${label}`, `${label} cannot paint from inside a p5.brush callback`);
-    if (label === "brush.add" && options(args[1]).type === "custom" && ++tips > MAX_TIPS) denied("canvas:tips", `at most ${MAX_TIPS} custom tips`);
+    if (label === "brush.add") {
+      const type = options(args[1]).type;
+      if (type === "image") denied("external_load:brush.add", "an image tip loads a file");
+      if (type === "custom" && ++tips > MAX_TIPS) denied("canvas:tips", `at most ${MAX_TIPS} custom tips`);
+    }
     const real = fromSketch(args);
     if (label === "brush.load") brushTarget = isBuffer(real[0]) ? real[0] : null;
     if (paints) {
