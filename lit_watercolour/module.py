@@ -148,6 +148,10 @@ class GRPOModule(pl.LightningModule):
         })
         self.max_staleness = max_staleness
         self.turns = TurnsConfig(turns, feedback, turn1_weight)
+        if self.turns.turns == 2 and max_staleness > 0:
+            warnings.warn("turns=2 with max_staleness > 0 does not overlap: a batch sampled ahead waits on the policy's "
+                          "thread for its first sketches' renders and scores before its revisions (docs/turns.md)",
+                          stacklevel=2)
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy

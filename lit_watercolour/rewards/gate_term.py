@@ -28,3 +28,6 @@ class GateTerm(RewardTerm):
         metrics = summary_metrics(scores)
         metrics["pass_rate"] = metrics.pop("mean")
         return TermScores(scores, metrics)
+
+    def feedback(self, rollout: Rollout, score: float) -> dict[str, float]:
+        return {}  # the feedback's first line is the gate's verdict and reason
