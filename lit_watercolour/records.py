@@ -54,6 +54,7 @@ class RenderResult:
     console: list[str] = field(default_factory=list)  # console messages, capped
     elapsed_s: float = 0.0  # wall clock of pool.render, queueing excluded
     cpu_s: float = 0.0  # CPU time of the page's renderers and GPU process while it painted (alone on its browser)
+    waited_s: float = 0.0  # wall clock in which those processes neither ran nor queued for a core (alone on its browser)
     js_s: float = 0.0  # in-page time from sketch start to the done signal
     calls: dict[str, int] = field(default_factory=dict)  # "brush.fill" / "p5.ellipse" -> count
     painted_fraction: float = 0.0  # share of pixels far from the modal background colour

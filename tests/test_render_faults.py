@@ -234,9 +234,9 @@ WAITING = {
 
 def test_a_sketch_that_waits_ends_at_its_limit():
     """Waiting uses no CPU, so a limit of CPU time alone let these hold their pages until the backstop
-    (SOLO_BACKSTOP x the limit); their waiting is counted as wall clock and they end at the limit. The bound
-    is generous (the start of a page on a loaded box counts as working, not waiting) and still well short of
-    the backstop."""
+    (SOLO_BACKSTOP x the limit); their waiting is counted as wall clock and they end when their own time (CPU
+    and waiting) reaches the limit. The time bound is generous: on a loaded box a waiting page's wake-ups queue
+    for a core too, and that queueing is not counted as waiting (a starved page's is not either)."""
     limit = 6.0
 
     async def waiting():
@@ -246,5 +246,5 @@ def test_a_sketch_that_waits_ends_at_its_limit():
     for name, result in zip(WAITING, asyncio.run(waiting())):
         verdict = gate(WAITING[name], result)
         assert result.timed_out and verdict.reason == "timeout" and "waited" in verdict.detail, (name, result.error)
-        assert 0.75 * limit <= result.elapsed_s < 3 * limit < SOLO_BACKSTOP * limit, (name, result.elapsed_s)
-        assert result.cpu_s < limit / 2, name  # it was cut off for waiting, not for working
+        assert result.cpu_s + result.waited_s >= limit and result.waited_s > result.cpu_s, (name, result)  # its own time
+        assert result.waited_s <= result.elapsed_s < SOLO_BACKSTOP * limit, (name, result.elapsed_s)  # not the backstop

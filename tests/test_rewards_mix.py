@@ -62,7 +62,8 @@ def test_the_mix_logs_every_gate_reason_and_the_text_hits():
     count of verdicts the text check refused."""
     gates = [GateResult(True, "ok"), GateResult(False, "text"), GateResult(False, "text"), GateResult(False, "timeout")]
     rollouts = [Rollout("p", "", 0, 0, code="", gate=g) for g in gates]
-    _, _, metrics = RewardMix([GateTerm()]).score(rollouts)
+    mix = RewardMix([GateTerm()])
+    _, _, metrics = mix.mix(rollouts, {"gate": mix.score_term(mix.terms[0], rollouts)})
     assert metrics["gate/text_hits"] == 2.0
     assert metrics["gate/reason_ok"] == 0.25 and metrics["gate/reason_text"] == 0.5 and metrics["gate/reason_timeout"] == 0.25
     assert {f"gate/reason_{name}" for name in REASONS} <= set(metrics)

@@ -337,14 +337,14 @@ class RenderPool:
         done = set()
         while not done and (pause := until_next_reading()) > 0:
             done, _ = await asyncio.wait(watched, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
-        cpu_s = clock.cpu_s() if clock is not None else 0.0
+        cpu_s, waited_s = (clock.cpu_s(), clock.waited_s()) if clock is not None else (0.0, 0.0)
         if not done:
             run.cancel()
-            waited = clock.waited_s() if clock is not None else 0.0
-            error = "timeout" if waited <= cpu_s else (
-                f"timeout: the sketch waited {waited:.1f} s of its {timeout_s:g} s limit, doing nothing (a promise that "
-                "never settles, a frame rate near zero); its time runs while it waits")
-            return RenderResult(png=None, error=error, elapsed_s=time.monotonic() - start, cpu_s=cpu_s, timed_out=True)
+            error = "timeout" if waited_s <= cpu_s else (
+                f"timeout: the sketch waited {waited_s:.1f} s of its {timeout_s:g} s limit, doing nothing (a promise "
+                "that never settles, a frame rate near zero); its time runs while it waits")
+            return RenderResult(png=None, error=error, elapsed_s=time.monotonic() - start, cpu_s=cpu_s, waited_s=waited_s,
+                                timed_out=True)
         if run not in done and warm.owner.disconnected in done:
             run.cancel()
             raise RuntimeError("browser died mid-render")
@@ -358,8 +358,11 @@ class RenderPool:
                 raise  # the page died by itself
             # the sketch navigated or was cut off by the router: its own doing, not retried
             violations = set(warm.violations) | ({"dom:navigation"} if warm.destroyed or navigated(str(exc)) else set())
-            return RenderResult(png=None, error=f"{exc}"[:500], elapsed_s=time.monotonic() - start, cpu_s=cpu_s, violations=sorted(violations))
-        return from_report(report, time.monotonic() - start, cpu_s, warm.violations)
+            return RenderResult(png=None, error=f"{exc}"[:500], elapsed_s=time.monotonic() - start, cpu_s=cpu_s,
+                                waited_s=waited_s, violations=sorted(violations))
+        result = from_report(report, time.monotonic() - start, cpu_s, warm.violations)
+        result.waited_s = waited_s
+        return result
 
     async def _render_alone(self, code: str, seed: int, timeout_s: float, why: str) -> RenderResult:
         """The deciding run of a sketch that failed beside others: its own fresh browser, one page."""
