@@ -110,7 +110,7 @@ def sections(args) -> dict:
     vllm_after = json.dumps(args.vllm_4b)
     return {
         "moe-update": [py, "scripts/bench_step.py", "--preset", "qwen3.5-moe-3b", "--completion-length", "8192",
-                       "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour"],
+                       "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour:fla=1"],
         "moe-decode": [py, "scripts/bench_sampler.py", "--preset", "qwen3.5-35b-a3b-8layers", "--device", "cuda",
                        "--dtype", "bfloat16", "--backends", "hf", "--max-completion-length", "1024", "--min-tokens",
                        "1024", "--repeats", "2", "--fla-glue", "both", "--merge-adapter", "both"],
