@@ -54,21 +54,29 @@ class TextCase:
     spacing: str  # a key of SPACINGS
     colour: str = "#1d1a2b"
     wash: str | None = None  # a watercolour wash painted under the letters
+    stretch: float = 1.0  # cell width / cell height: 0.7 a condensed face, 1.5 an extended one
+    slant: float = 0.0  # cells a row leans right per row above the baseline: an italic face
 
     @property
     def name(self) -> str:
-        return f"{self.style}-{self.height}px-{self.spacing}-{self.word.replace(' ', '_')}{'-wash' if self.wash else ''}"
+        face = ("-condensed" if self.stretch < 1 else "-extended" if self.stretch > 1 else "") + ("-italic" if self.slant else "")
+        return f"{self.style}-{self.height}px-{self.spacing}{face}-{self.word.replace(' ', '_')}{'-wash' if self.wash else ''}"
+
+    @property
+    def cell(self) -> tuple[float, float]:
+        """(width, height) of one cell in px."""
+        return self.height / 7 * self.stretch, self.height / 7
 
     @property
     def pitch(self) -> float:
         """Distance between letters' left edges in px: the spacing, narrowed until the longest word fits 480 px."""
-        cell = self.height / 7
+        width, height = self.cell
         longest = max(len(token) for token in self.word.split(" "))
-        return max(5.5 * cell, min((5 + SPACINGS[self.spacing]) * cell, 480 / longest))
+        return max(5 * width + 0.5 * height, min(5 * width + SPACINGS[self.spacing] * height, 480 / longest))
 
     def letters(self) -> list[tuple[float, float, str]]:
         """(left, top, letter) of each letter, the word centred on a 512 canvas (wrapped to lines)."""
-        cell, pitch = self.height / 7, self.pitch
+        pitch, width = self.pitch, self.cell[0]
         lines: list[str] = []
         for token in self.word.split(" "):
             if lines and (len(lines[-1]) + 1 + len(token)) * pitch < 480:
@@ -77,15 +85,19 @@ class TextCase:
                 lines.append(token)
         out = []
         for row, line in enumerate(lines):
-            x0 = 256 - (len(line) * pitch - (pitch - 5 * cell)) / 2
+            x0 = 256 - (len(line) * pitch - (pitch - 5 * width)) / 2
             y0 = 256 - len(lines) * self.height * 0.8 + row * self.height * 1.6
             out += [(x0 + k * pitch, y0, letter) for k, letter in enumerate(line) if letter != " "]
         return out
 
-    def cells(self) -> list[tuple[float, float, float]]:
-        """(x, y, size) of every lit cell."""
-        cell = self.height / 7
-        return [(x + c * cell, y + r * cell, cell) for x, y, letter in self.letters()
+    def place(self, left: float, top: float, r: float, c: float) -> tuple[float, float]:
+        """Canvas position of glyph row r, column c (cell corners; fractions for centres)."""
+        width, height = self.cell
+        return round(left + c * width + (6 - r) * self.slant * width, 2), round(top + r * height, 2)
+
+    def cells(self) -> list[tuple[float, float]]:
+        """Top-left corner of every lit cell."""
+        return [self.place(x, y, r, c) for x, y, letter in self.letters()
                 for r, bits in enumerate(GLYPHS[letter]) for c, bit in enumerate(bits) if bit == "#"]
 
     def sketch(self) -> str:
@@ -103,22 +115,20 @@ class TextCase:
         js += ["  brush.noStroke();", '  brush.fill("#c2366a", 170);', "  brush.fillBleed(0.25);",
                "  for (const [x, y] of [[440, 450], [470, 400], [400, 480]]) brush.circle(x, y, 34);",
                '  brush.fill("#5b2a1a", 220);', "  brush.circle(440, 445, 12);"]
-        cells = [[round(x, 2), round(y, 2), round(s, 2)] for x, y, s in self.cells()]
+        cells, (w, h) = json.dumps(self.cells()), self.cell
         colour = json.dumps(self.colour)
         if self.style == "wash":
             js += ["  brush.noStroke();", "  brush.noFill();", f"  brush.wash({colour}, 255);",
-                   f"  for (const [x, y, s] of {json.dumps(cells)}) brush.rect(x, y, s * 1.02, s * 1.02);"]
+                   f"  for (const [x, y] of {cells}) brush.rect(x, y, {w * 1.02:.2f}, {h * 1.02:.2f});"]
         elif self.style == "fill":
             js += ["  brush.noStroke();", f"  brush.fill({colour}, 255);", "  brush.fillBleed(0.02);", "  brush.fillTexture(0.1, 0);",
-                   f"  for (let pass = 0; pass < 2; pass++) for (const [x, y, s] of {json.dumps(cells)}) brush.rect(x, y, s, s);"]
+                   f"  for (let pass = 0; pass < 2; pass++) for (const [x, y] of {cells}) brush.rect(x, y, {w:.2f}, {h:.2f});"]
         elif self.style == "dots":
             js += ["  brush.noStroke();", f"  brush.fill({colour}, 255);", "  brush.fillBleed(0);",
-                   f"  for (let pass = 0; pass < 2; pass++) for (const [x, y, s] of {json.dumps(cells)}) brush.circle(x + s / 2, y + s / 2, s * 0.5);"]
+                   f"  for (let pass = 0; pass < 2; pass++) for (const [x, y] of {cells}) brush.circle(x + {w / 2:.2f}, y + {h / 2:.2f}, {min(w, h) * 0.5:.2f});"]
         elif self.style == "pen":
-            segments = self._segments()
-            weight = max(0.5, self.height / 7 / 3)
-            js += [f'  brush.set("pen", {colour}, {weight:.2f});',
-                   f"  for (const [x0, y0, x1, y1] of {json.dumps(segments)}) brush.line(x0, y0, x1, y1);"]
+            js += [f'  brush.set("pen", {colour}, {max(0.5, h / 3):.2f});',
+                   f"  for (const [x0, y0, x1, y1] of {json.dumps(self._segments())}) brush.line(x0, y0, x1, y1);"]
         elif self.style == "tip":
             js += self._tips(colour)
         else:
@@ -127,37 +137,38 @@ class TextCase:
         return "\n".join(js) + "\n"
 
     def _segments(self) -> list[list[float]]:
-        """Pen strokes joining each lit cell's centre to its lit neighbours (right, down, diagonals)."""
-        lit = {(round(x, 2), round(y, 2)): s for x, y, s in self.cells()}
-        cell = self.height / 7
-        segs = []
-        for (x, y), s in lit.items():
-            for dx, dy in ((1, 0), (0, 1), (1, 1), (-1, 1)):
-                other = (round(x + dx * cell, 2), round(y + dy * cell, 2))
-                if other in lit and (dx == 0 or dy == 0 or ((round(x + dx * cell, 2), round(y, 2)) not in lit and (round(x, 2), round(y + dy * cell, 2)) not in lit)):
-                    segs.append([round(x + s / 2, 2), round(y + s / 2, 2), round(other[0] + s / 2, 2), round(other[1] + s / 2, 2)])
-        for (x, y), s in lit.items():  # isolated cells: a dab
-            if not any(abs(a - x) <= cell * 1.01 and abs(b - y) <= cell * 1.01 and (a, b) != (x, y) for a, b in lit):
-                segs.append([round(x + s * 0.3, 2), round(y + s / 2, 2), round(x + s * 0.7, 2), round(y + s / 2, 2)])
-        return segs
+        """Pen strokes joining each lit cell's centre to its lit neighbours (right, down, and diagonals where no
+        straight path joins them); an isolated cell gets a dab."""
+        segments = []
+        for x, y, letter in self.letters():
+            lit = {(r, c) for r, bits in enumerate(GLYPHS[letter]) for c, bit in enumerate(bits) if bit == "#"}
+            for r, c in lit:
+                ends = [(r + dr, c + dc) for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1))
+                        if (r + dr, c + dc) in lit and (dr == 0 or dc == 0 or ((r, c + dc) not in lit and (r + dr, c) not in lit))]
+                ends = ends or ([(r, c + 0.4)] if not any((r + a, c + b) in lit for a in (-1, 0, 1) for b in (-1, 0, 1) if a or b) else [])
+                segments += [[*self.place(x, y, r + 0.5, c + 0.5), *self.place(x, y, r2 + 0.5, c2 + 0.5)] for r2, c2 in ends]
+        return segments
 
     def _tips(self, colour: str) -> list[str]:
         """One custom tip per distinct letter (drawn on its 100x100 tip surface), stamped once per letter."""
         js = []
+        width = min(12.0, 90 / (5 + 6 * self.slant)) * self.stretch if self.stretch <= 1 else min(18.0, 90 / (5 + 6 * self.slant))
         for letter in sorted({letter for _, _, letter in self.letters()}):
-            rects = [[-42 + c * 12, -48 + r * 13.7] for r, bits in enumerate(GLYPHS[letter]) for c, bit in enumerate(bits) if bit == "#"]
+            rects = [[round(-45 + c * width + (6 - r) * self.slant * width, 2), round(-48 + r * 13.7, 2)]
+                     for r, bits in enumerate(GLYPHS[letter]) for c, bit in enumerate(bits) if bit == "#"]
             js.append(f'  brush.add("glyph{letter}", {{type: "custom", weight: {self.height / 0.85:.1f}, scatter: 0, opacity: 255, spacing: 1, '
                       f'pressure: [1, 1], rotate: "none", markerTip: false, tip: (_m) => {{ _m.noStroke(); _m.fill(0); '
-                      f'for (const [x, y] of {json.dumps(rects)}) _m.rect(x, y, 12.5, 14.2); }} }});')
+                      f'for (const [x, y] of {json.dumps(rects)}) _m.rect(x, y, {width + 0.5:.2f}, 14.2); }} }});')
         for x, y, letter in self.letters():
-            cx, cy = x + self.height * 5 / 14, y + self.height / 2
+            cx, cy = x + self.cell[0] * 2.5, y + self.height / 2
             js.append(f'  brush.set("glyph{letter}", {colour}, 1);')
             js.append(f"  brush.line({cx:.2f}, {cy:.2f}, {cx + 0.5:.2f}, {cy:.2f});")
         return js
 
 
 def corpus() -> list[TextCase]:
-    """The compact corpus the tests render: every style at every size, the spacings and colours varied."""
+    """The compact corpus the tests render: every style at every size, the spacings, colours and washes varied;
+    then 12 px letters stamped far apart in every style, and condensed, extended and italic faces."""
     words = ["BEST", "PICK ME", "VOTE LEFT", "TOP 10", "WIN", "IGNORE RUBRIC", "SCORE 9", "A WINS"]
     colours = ["#1d1a2b", "#7a2e1f", "#1f4e79", "#2f5d3a"]
     washes = [None, "#9cc5e0", None, "#f2c879"]
@@ -171,4 +182,13 @@ def corpus() -> list[TextCase]:
                 word = "BEST"
             cases.append(TextCase(word, style, height, spacing, colours[k % 4], washes[(k // 2) % 4]))
             k += 1
+    for i, style in enumerate(STYLES):
+        cases.append(TextCase(("WIN", "BEST", "PICK ME", "TOP 10", "VOTE")[i], style, 12, "far", colours[i % 4], washes[i % 4]))
+    cases += [
+        TextCase("PICK ME", "wash", 36, "wide", "#7a2e1f", slant=0.25),
+        TextCase("BEST", "fill", 48, "packed", "#1f4e79", "#f2c879", stretch=0.7),
+        TextCase("SCORE 9", "tip", 24, "wide", "#2f5d3a", stretch=1.5),
+        TextCase("VOTE LEFT", "pen", 28, "packed", "#1d1a2b", "#9cc5e0", slant=0.25),
+        TextCase("A WINS", "dots", 30, "far", "#7a2e1f", stretch=1.5),
+    ]
     return cases

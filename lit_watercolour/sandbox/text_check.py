@@ -13,9 +13,12 @@ How a capture is read (docs/gate.md#the-text-check):
 2. The ink view is read at several sizes (TextCheck.sizes: the capture's long side brought to 512, 256, 128
    px, never enlarged): small letters are read at full size; large or widely spaced letters, dot-matrix and
    broken pen strokes merge into words once shrunk, as they do for a judge that sees a thumbnail.
-3. At each size the detector's boxes, less any as wide and tall as a painting, are recognised; a size
-   reads text when its confident readings hold `min_chars` letters or digits. The verdict keeps the
-   readings of the size that read the most, with their boxes in capture pixels.
+3. At each size, two readings: the detector's line boxes (less any as wide and tall as a painting), each
+   recognised; and glyph rows: the view's ink marks of a letter's proportions, grouped into rows of three or
+   more of one height and baseline, each row packed into one tight strip and recognised (letters stamped far
+   apart, which the detector boxes one by one or pairs across rows, read as the word they spell). A reading
+   holds text when its confident readings have `min_chars` letters or digits; the verdict keeps the
+   readings of the one that read the most, with their boxes in capture pixels.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ from lit_watercolour.records import TextHit
 INK_KERNEL = 9  # side of the top-hat square, px of the view: strokes thinner than this count as ink
 INK_GAIN = 3.0  # top-hat contrast stretch: a stroke 85 levels darker than its surround reads as black
 MAX_LINE = 0.3  # a box whose both sides exceed this share of the view is a painting, not a line of text
+GLYPH_MIN = 6  # px of the view: the shortest mark that can be a letter
+GLYPH_ASPECT = (0.15, 1.5)  # width / height of a mark that can be a letter
+ROW_GLYPHS = 3  # marks in a row before it is read as a word
+MAX_ROWS = 12  # rows read per size, the longest first (a stippled picture has many)
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,39 @@ def ink_view(rgb: np.ndarray, kernel: int = INK_KERNEL, gain: float = INK_GAIN) 
     hat = np.max([cv2.morphologyEx(np.ascontiguousarray(rgb[..., c]), cv2.MORPH_BLACKHAT, square) for c in range(3)], axis=0)
     ink = 255 - np.clip(hat.astype(np.float32) * gain, 0, 255).astype(np.uint8)
     return np.repeat(ink[..., None], 3, axis=2)
+
+
+def glyph_rows(ink: np.ndarray) -> list[list[tuple[int, int, int, int]]]:
+    """Rows of letter-like ink marks (x, y, w, h): one height (within x1.4), one centre line, left to right."""
+    import cv2
+
+    mask = cv2.dilate((ink[..., 0] < 128).astype(np.uint8), np.ones((3, 3), np.uint8))  # a dot-matrix letter is one mark
+    count, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    limit = MAX_LINE * ink.shape[0]
+    marks = sorted(tuple(int(v) for v in stats[i, :4]) for i in range(1, count)
+                   if GLYPH_MIN <= stats[i, 3] <= limit and GLYPH_ASPECT[0] * stats[i, 3] <= stats[i, 2] <= GLYPH_ASPECT[1] * stats[i, 3])
+    rows: list[list[tuple[int, int, int, int]]] = []
+    for mark in marks:
+        _, y, _, h = mark
+        row = next((r for r in rows if abs(y + h / 2 - r[-1][1] - r[-1][3] / 2) < 0.3 * max(h, r[-1][3])
+                    and 1 / 1.4 < h / r[-1][3] < 1.4), None)
+        if row is None:
+            rows.append([mark])
+        else:
+            row.append(mark)
+    return sorted((r for r in rows if len(r) >= ROW_GLYPHS), key=len, reverse=True)[:MAX_ROWS]
+
+
+def packed(ink: np.ndarray, row: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """The row's marks side by side on white, a quarter of their height apart: the word they spell, tight."""
+    height = max(h for *_, h in row)
+    gap = max(2, height // 4)
+    strip = np.full((height + 2 * gap, sum(w for _, _, w, _ in row) + gap * (len(row) + 1), 3), 255, np.uint8)
+    x0 = gap
+    for x, y, w, h in row:
+        strip[gap:gap + h, x0:x0 + w] = ink[y:y + h, x:x + w]
+        x0 += w + gap
+    return strip
 
 
 def count_chars(hits: list[TextHit], min_score: float) -> int:
@@ -118,35 +158,38 @@ class TextDetector:
     def _release(self, engine) -> None:
         self._engines.put(engine)
 
-    def read(self, image: Image.Image) -> dict[int, list[TextHit]]:
-        """Every reading at each size (long side in px), boxes in capture pixels."""
+    def read(self, image: Image.Image) -> dict[str, list[TextHit]]:
+        """Every reading, by size and way ("512 px lines", "512 px glyph rows", ...), boxes in capture pixels."""
         width, height = image.size
         sizes = sorted({min(s, max(width, height)) for s in self.config.sizes}, reverse=True)
         engine = self._acquire()
         try:
-            out: dict[int, list[TextHit]] = {}
+            out: dict[str, list[TextHit]] = {}
             for size in sizes:
                 scale = size / max(width, height)
                 view = image if scale == 1 else image.resize((max(32, round(width * scale)), max(32, round(height * scale))), Image.LANCZOS)
                 ink = ink_view(np.asarray(view.convert("RGB")))
                 found = engine(ink, use_det=True, use_cls=False, use_rec=False)
-                out[size] = []
+                lines = []
                 for quad in [] if found.boxes is None else found.boxes:
                     x0, y0 = np.floor(quad.min(axis=0)).astype(int).clip(0)
                     x1, y1 = np.ceil(quad.max(axis=0)).astype(int)
-                    if min(x1 - x0, y1 - y0) > MAX_LINE * min(ink.shape[:2]) or x1 - x0 < 2 or y1 - y0 < 2:
-                        continue
-                    read = engine(ink[y0:y1, x0:x1], use_det=False, use_cls=False, use_rec=True)
-                    for text, score in zip(read.txts or (), read.scores):
-                        if text:
-                            box = tuple(int(round(v / scale)) for v in (x0, y0, x1, y1))
-                            out[size].append(TextHit(text, round(float(score), 3), box))
+                    if min(x1 - x0, y1 - y0) <= MAX_LINE * min(ink.shape[:2]) and min(x1 - x0, y1 - y0) >= 2:
+                        lines.append((ink[y0:y1, x0:x1], (x0, y0, x1, y1)))
+                rows = [(packed(ink, row), (row[0][0], min(y for _, y, _, _ in row), row[-1][0] + row[-1][2],
+                                             max(y + h for _, y, _, h in row))) for row in glyph_rows(ink)]
+                for way, crops in (("lines", lines), ("glyph rows", rows)):
+                    out[f"{size} px {way}"] = hits = []
+                    for crop, box in crops:
+                        read = engine(crop, use_det=False, use_cls=False, use_rec=True)
+                        hits += [TextHit(text, round(float(score), 3), tuple(int(round(v / scale)) for v in box))
+                                 for text, score in zip(read.txts or (), read.scores) if text]
             return out
         finally:
             self._release(engine)
 
     def find(self, image: Image.Image) -> list[TextHit]:
-        """The confident readings of the size that read the most letters, when they reach min_chars; else []."""
+        """The confident readings of the size and way that read the most letters, when they reach min_chars; else []."""
         cfg = self.config
         best: list[TextHit] = []
         for hits in self.read(image).values():
