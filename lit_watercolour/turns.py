@@ -10,7 +10,13 @@ turn-1 text is never tokenised again), so the loss's single forward over the con
 what each turn's sampler saw. The feedback's ids are the policy's chat template's own: the template
 renders [user, assistant, user(feedback)] with the generation prompt, and what follows the assistant's
 content (its end of turn, the user turn, the opening of the next assistant turn) is the feedback segment.
-A turn-1 sketch that fails the gate still gets its turn 2: the feedback says why.
+A turn-1 sketch that fails the gate still gets its turn 2: the feedback says why. Text feedback carries what
+each reward term says of the first sketch (`RewardTerm.feedback`: its score, or its parts), so turn 2 is
+sampled once turn 1 is rendered, gated and scored, a judge's replies included.
+
+Two turns do not overlap with `max_staleness >= 1`: a batch sampled ahead samples both its turns on the
+policy's thread, and its turn 2 waits there for its turn-1 renders and scores, in series with the step's
+update (`GRPOModule` warns).
 
 Image feedback (`feedback: image | both`, a vision-language policy): the feedback turn holds the first
 sketch's render as an image, through the policy's own processor (its placeholder expanded to the image's
@@ -29,14 +35,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lit_watercolour.policy import PolicyConfig, RowImage, has_vision_tower
-from lit_watercolour.rewards.image_stats import ImageStatsTerm
 from lit_watercolour.sampling.base import ImagePrompt, PromptInput
 
 if TYPE_CHECKING:
     from PIL import Image
 
     from lit_watercolour.records import Rollout
-    from lit_watercolour.rewards.base import RewardTerm
     from lit_watercolour.sampling import SampleBatch, VLLMConfig
 
 Feedback = Literal["text", "image", "both"]
@@ -53,8 +57,8 @@ class TurnsConfig:
     """1: one sketch per trajectory (the recipe's GRPO); 2: the sketch is gated, rendered and fed back, and the
     policy writes a revision in the same conversation; the trajectory is scored on the revision."""
     feedback: Feedback = "text"
-    """What turn 2 is shown: text (the gate's verdict and reason, the painted fraction, the image-statistics
-    parts), image (the render, for a vision-language policy) or both."""
+    """What turn 2 is shown: text (the gate's verdict and reason, the painted fraction, each reward term's
+    `feedback`: its score or its parts), image (the render, for a vision-language policy) or both."""
     turn1_weight: float = 0.0
     """The trajectory's reward is the revision's plus this times the first sketch's."""
 
@@ -87,7 +91,7 @@ def check_policy(turns: TurnsConfig, policy: PolicyConfig, sampler: str, vllm: V
 
 
 def feedback_text(rollout: Rollout, parts: dict[str, float] | None) -> str:
-    """What the painter is told about its sketch: the gate's verdict, how much it painted, the scorer's parts."""
+    """What the painter is told about its sketch: the gate's verdict, how much it painted, the terms' `feedback`."""
     gate, render = rollout.gate, rollout.render
     if gate.passed:
         lines = ["Your sketch passed the gate."]
@@ -109,12 +113,6 @@ def feedback_for(rollout: Rollout, parts: dict[str, float] | None, turns: TurnsC
     if image is not None and turns.feedback == "image":
         return f"{SHOWN}\n{REVISE}", image
     return feedback_text(rollout, parts), image
-
-
-def scorer_parts(terms: list[RewardTerm]):
-    """The image-statistics term's per-render parts, for the feedback; None where the mix has none."""
-    term = next((t for t in terms if isinstance(t, ImageStatsTerm)), None)
-    return None if term is None else term.parts
 
 
 class Conversation:

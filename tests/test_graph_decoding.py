@@ -107,3 +107,51 @@ def test_graph_decoder_reads_images_as_generate_does(policy):
     forward, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask,
                                   sampler.config.temperature, 3, images=batch.images)
     torch.testing.assert_close(forward * batch.completion_mask, batch.logps, atol=1e-5, rtol=1e-4)
+
+
+def test_slot_ids_past_a_stand_ins_vocabulary_are_not_banned():
+    """A stand-in whose vocabulary is smaller than its config's image slot ids (`bench_sampler.py --preset
+    qwen3.5-moe-3b`): the slots banned are the ones it has, so the decoder's draw indexes none past its logits (on CUDA
+    an index past them is a device-side assert in the captured step); a slot it has is never drawn."""
+    from lit_watercolour.offline.tiny_models import build_tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    model = build_tiny_model("qwen3_5_moe", tokenizer, num_layers=2)
+    vocab = model.config.get_text_config().vocab_size
+    assert model.config.image_token_id >= vocab  # the config's default slot ids, past this vocabulary
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4))
+    assert sampler.slot_ids == []
+    enc = tokenizer.pad({"input_ids": prompt_token_ids(tokenizer, PROMPTS)}, padding=True, padding_side="left",
+                        return_tensors="pt")
+    ids, _ = GraphDecoder(model).generate(enc.input_ids, enc.attention_mask, 4, sampler.draw, [tokenizer.eos_token_id],
+                                          tokenizer.pad_token_id)
+    assert ids.shape == (2, 4) and int(ids.max()) < vocab
+    model.config.video_token_id = 7  # one slot inside the vocabulary, made the likeliest token: never drawn
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4))
+    assert sampler.slot_ids == [7]
+    logits = torch.zeros(64, vocab)
+    logits[:, 7] = 50.0
+    assert not (sampler.draw(logits) == 7).any()
+
+
+def test_the_captured_step_decodes_with_the_adapter_merged(policy):
+    """`merge_adapter`: the captured step's decoder runs on the folded weights (no adapter matmuls a token) and draws
+    what it draws unmerged, with the same log-probs; the base weights are untouched."""
+    model, tokenizer = policy
+    prompts = shown_renders(tokenizer)
+    base = {n: p.clone() for n, p in model.named_parameters() if "lora_" not in n and "q_proj" in n}
+    layer = next(m for n, m in model.named_modules() if n.endswith("q_proj"))
+    original, weights = layer.get_base_layer().weight, []
+    hook = layer.register_forward_pre_hook(lambda m, args: weights.append(m.get_base_layer().weight is original))
+    batches = []
+    for merge in (False, True):
+        sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=6, merge_adapter=merge))
+        torch.manual_seed(0)
+        batches.append(sampler.sample(prompts, 1))
+        assert sampler.decode_path == "eager"
+        assert weights and (not any(weights) if merge else all(weights))  # each step on the merged copy, or the base
+        weights.clear()
+    hook.remove()
+    assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)
+    torch.testing.assert_close(batches[1].logps, batches[0].logps, atol=1e-4, rtol=1e-4)
+    assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)

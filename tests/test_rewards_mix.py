@@ -6,7 +6,9 @@ import torch
 from lit_watercolour.records import GateResult, Rollout
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm, code_text, code_tokens, length_curve
-from lit_watercolour.rewards.mix import mix_rewards
+from lit_watercolour.gate import REASONS
+from lit_watercolour.rewards.base import RewardTerm
+from lit_watercolour.rewards.mix import RewardMix, mix_rewards
 
 
 def test_mix_weights_passed_and_nan():
@@ -45,10 +47,35 @@ def test_length_term_scores_and_metrics():
 
 
 def test_gate_term_reasons():
-    gates = [GateResult(True, "ok"), GateResult(False, "blank"), GateResult(False, "blank"), GateResult(False, "js_error")]
+    gates = [GateResult(True, "ok"), GateResult(False, "blank_canvas"), GateResult(False, "blank_canvas"),
+             GateResult(False, "runtime_error")]
     term = GateTerm()
     s, metrics = term.score([Rollout("p", "", 0, 0, gate=g) for g in gates])
     assert s.tolist() == [1.0, 0.0, 0.0, 0.0]
     assert term.weight == 0.05 and term.name == "gate"
     assert metrics["pass_rate"] == 0.25
-    assert metrics["fail/blank"] == 0.5 and metrics["fail/js_error"] == 0.25
+    assert metrics["fail/blank_canvas"] == 0.5 and metrics["fail/runtime_error"] == 0.25
+    assert {g.reason for g in gates} <= set(REASONS)
+
+
+class Parts(RewardTerm):
+    """A term that tells its parts, not its score."""
+
+    name = "parts"
+
+    def feedback(self, rollout, score):
+        return {"edges": 0.25, "tone": 0.75}
+
+
+def test_feedback_tells_each_terms_numbers_for_the_rows_it_scored():
+    """Turn 2's numbers come from every term, not one class: the default is the term's score; a gated term says
+    nothing of a sketch that failed the gate; a missing score (NaN) is not shown; the gate's own line says the rest."""
+    rollouts = [Rollout("p", "", 0, 0, gate=GateResult(True, "ok")), Rollout("p", "", 0, 0, gate=GateResult(False, "no_code")),
+                Rollout("p", "", 0, 0, gate=GateResult(True, "ok"))]
+    ungated = LengthTerm(0.1)
+    ungated.gated = False
+    mix = RewardMix([GateTerm(0.1), Parts(0.4), ungated])
+    scores = {"gate": torch.tensor([1.0, 0.0, 1.0]), "parts": torch.tensor([0.5, 0.0, 0.5]),
+              "length": torch.tensor([0.25, 0.5, math.nan])}
+    assert mix.feedback(rollouts, scores) == [{"edges": 0.25, "tone": 0.75, "length": 0.25}, {"length": 0.5},
+                                              {"edges": 0.25, "tone": 0.75}]

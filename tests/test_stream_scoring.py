@@ -52,6 +52,11 @@ def comparable(metrics: dict[str, float]) -> dict[str, float]:
             if k.startswith(("reward/", "gate/", "render/")) and "latency" not in k and not k.endswith("ms_per_image")}
 
 
+def serial(mix: RewardMix, rollouts: list[Rollout]):
+    """The reference: every term scores the whole batch, one after another, then the mix."""
+    return mix.mix(rollouts, {t.name: mix.score_term(t, rollouts) for t in mix.terms})
+
+
 def same(a: dict[str, float], b: dict[str, float]) -> bool:
     return a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
 
@@ -64,7 +69,7 @@ def test_streamed_scores_equal_the_batch_path_and_start_before_the_last_render(p
                          ready(JudgeTerm(http(server.base_url, max_concurrency=4), references=2))])
         batch = run(pipeline, texts, mix)
         streamed_calls = len(server.received)
-        batch_rewards, batch_scores, batch_metrics = mix.score(batch.rollouts)
+        batch_rewards, batch_scores, batch_metrics = serial(mix, batch.rollouts)
     passed = [r.gate.passed for r in batch.rollouts]
     assert sum(passed) >= 3 and not passed[3]
     assert streamed_calls == sum(passed) * 2 * 2  # passed rows x references x both orders
@@ -102,7 +107,7 @@ def test_a_failed_row_is_missing_and_a_row_error_raises_as_in_the_batch_path(pip
     assert batch.metrics["reward/judge/missing"] == 1 and batch.metrics["reward/judge/failures"] == 4
     broken = [Rollout("a peach hibiscus", "", 0, 7, code="", render=RenderResult(png=None), gate=GateResult(True, "ok"))]
     with pytest.raises(ValueError, match="rendered, gate-passed"):  # a passed rollout with no picture
-        mix.score(broken)
+        serial(mix, broken)
 
 
 def test_streamed_rows_share_the_judges_bound(pipeline, sketches):
@@ -167,7 +172,7 @@ def test_two_turns_feed_the_verdict_back_and_score_the_revision(pipeline):
     tokenizer = tiny_tokenizer()
     sketch = f"```js\n{extract_code(COMPLETIONS[0])}\n```"  # one wash: a quick render
     sampler = TwoScripts(tokenizer, ["no code in this one", sketch], [sketch, "still no code"])
-    pipeline.sampler, pipeline.rewards = sampler, RewardMix([GateTerm(0.5), ready(ImageStatsTerm(0.5))])
+    pipeline.sampler, pipeline.rewards = sampler, RewardMix([GateTerm(0.4), LengthTerm(0.1), ready(ImageStatsTerm(0.5))])
     pipeline.turns, pipeline.conversation = TurnsConfig(2, "text", 0.25), Conversation(tokenizer)
     try:
         batch = pipeline.collect([Prompt("a peach hibiscus", chat_prompt(tokenizer, "a peach hibiscus"), seed=5)], 2)
@@ -177,11 +182,13 @@ def test_two_turns_feed_the_verdict_back_and_score_the_revision(pipeline):
     assert [r.gate.reason for r in first] == ["no_code", "ok"] and [r.gate.reason for r in revised] == ["ok", "no_code"]
     assert "failed the gate (no_code)" in revised[0].feedback and "Nothing was rendered" in revised[0].feedback
     assert "passed the gate" in revised[1].feedback and "of the canvas" in revised[1].feedback
-    assert "softness" in revised[1].feedback  # the image-statistics parts
+    assert "softness" in revised[1].feedback  # the image-statistics term's feedback: its parts
+    assert f"length {batch.turn1.scores['length'][1]:.2f}" in revised[1].feedback  # a term's default: its score
+    assert "length" not in revised[0].feedback and "softness" not in revised[0].feedback  # gated terms: not scored
     # turn 2's prompt is turn 1's conversation with the feedback, as token ids
     assert all(isinstance(p, list) for p in sampler.prompts[1])
     assert revised[1].feedback in tokenizer.decode(sampler.prompts[1][1])
-    final = 0.5 * batch.scores["gate"] + 0.5 * batch.scores["image_stats"]
+    final = 0.4 * batch.scores["gate"] + 0.1 * batch.scores["length"] + 0.5 * batch.scores["image_stats"]
     torch.testing.assert_close(batch.rewards, final + 0.25 * batch.turn1.rewards)
     assert batch.turn1.rewards[0] == 0 and batch.turn1.rewards[1] > 0
     assert batch.metrics["turns/gate_pass_rate_1"] == 0.5

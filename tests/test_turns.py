@@ -261,3 +261,12 @@ def test_image_feedback_needs_a_policy_that_sees(tmp_path):
     theirs = loaded(text=text, images=image, return_tensors="pt")
     assert ours.input_ids.tolist() == theirs.input_ids.tolist()
     torch.testing.assert_close(ours.pixel_values, theirs.pixel_values)
+
+
+def test_two_turns_with_staleness_warn_that_they_do_not_overlap(recwarn):
+    GRPOModule(policy=PolicyConfig(tiny="qwen3"), turns=2, max_staleness=1)
+    assert any("does not overlap" in str(w.message) for w in recwarn.list)
+    recwarn.clear()
+    GRPOModule(policy=PolicyConfig(tiny="qwen3"), turns=2)
+    GRPOModule(policy=PolicyConfig(tiny="qwen3"), max_staleness=1)
+    assert not any("does not overlap" in str(w.message) for w in recwarn.list)

@@ -38,6 +38,9 @@ class RewardTerm:
     `combine([score_row(r) for r in rs])`; the rollout pipeline then starts each row's work as soon as it
     is gated. A row's work that waits on the network may be a coroutine, `ascore_row`, run on the
     pipeline's event loop.
+
+    `feedback` is what a two-turn painter is told of this term about its first sketch (`lit_watercolour.turns`):
+    by default the term's score; a term may say more (its parts) or nothing.
     """
 
     name: str = "term"
@@ -62,6 +65,11 @@ class RewardTerm:
 
     def combine(self, rows: list[Any]) -> TermScores:
         raise NotImplementedError
+
+    def feedback(self, rollout: Rollout, score: float) -> dict[str, float]:
+        """Numbers in [0, 1] the painter is shown about a first sketch this term scored `score` (NaN: missing,
+        shown as nothing), by name."""
+        return {} if math.isnan(score) else {self.name: score}
 
 
 def summary_metrics(scores: Tensor) -> dict[str, float]:

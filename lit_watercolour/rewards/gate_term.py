@@ -32,3 +32,6 @@ class GateTerm(RewardTerm):
                 key = f"fail/{r.gate.reason}"
                 metrics[key] = metrics.get(key, 0.0) + 1.0 / n
         return TermScores(scores, metrics)
+
+    def feedback(self, rollout: Rollout, score: float) -> dict[str, float]:
+        return {}  # the feedback's first line is the gate's verdict and reason

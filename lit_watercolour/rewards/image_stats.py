@@ -178,6 +178,10 @@ class ImageStatsTerm(RewardTerm):
         parts = self.parts(rollout.render.png) if rollout.render and rollout.render.png else None
         return parts, time.perf_counter() - t0
 
+    def feedback(self, rollout: Rollout, score: float) -> dict[str, float]:
+        """The render's parts (paper, softness, ...): what to change, not only how good it was."""
+        return self.parts(rollout.render.png) if rollout.render and rollout.render.png else {}
+
     def combine(self, rows: list[tuple[dict[str, float] | None, float]]) -> TermScores:
         parts = [p for p, _ in rows]
         scores = torch.tensor([self.on_scale(p) if p else float("nan") for p in parts], dtype=torch.float32)

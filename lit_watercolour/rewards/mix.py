@@ -36,8 +36,8 @@ def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], pass
 
 class RewardMix:
     """The reward: the terms of `model.rewards`, each weighted, summed for gate-passed rollouts. A streaming
-    term's rows may already be scored (the rollout pipeline starts them as each row is gated); `score` then
-    only combines them."""
+    term's rows may already be scored (the rollout pipeline starts them as each row is gated); `score_term` then
+    only combines them. The rollout pipeline is the one caller that mixes (`RolloutPipeline.score`)."""
 
     def __init__(self, terms: list[RewardTerm]) -> None:
         names = [t.name for t in terms]
@@ -48,13 +48,6 @@ class RewardMix:
     def streaming(self, rollout: Rollout) -> list[RewardTerm]:
         """The streaming terms that score this gated rollout (a gated term only if it passed)."""
         return [t for t in self.terms if t.streams and (rollout.gate.passed or not t.gated)]
-
-    def score(self, rollouts: list[Rollout], streamed: dict[str, dict[int, Any]] | None = None,
-              timeline: Timeline | None = None) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
-        """[N] rewards (NaN: missing), term name -> [N] scores, and the metrics to log: every term, one after
-        another, then the mix. `streamed`: term name -> {row: its `score_row` result}, for rows already scored."""
-        streamed = streamed or {}
-        return self.mix(rollouts, {t.name: self.score_term(t, rollouts, streamed.get(t.name), timeline) for t in self.terms})
 
     def score_term(self, term: RewardTerm, rollouts: list[Rollout], streamed: dict[int, Any] | None = None,
                    timeline: Timeline | None = None) -> tuple[Tensor, dict[str, float]]:
@@ -88,3 +81,9 @@ class RewardMix:
         metrics["gate/pass_rate"] = passed.float().mean().item()
         metrics["render/infra_error_frac"] = infra.float().mean().item()
         return rewards, scores, metrics
+
+    def feedback(self, rollouts: list[Rollout], scores: dict[str, Tensor]) -> list[dict[str, float]]:
+        """What each rollout is told of its scores (a two-turn painter's feedback): every term's `feedback`, for
+        the rows the term scored (a gated term says nothing of a sketch that failed the gate)."""
+        return [{k: v for t in self.terms if r.gate.passed or not t.gated for k, v in t.feedback(r, float(scores[t.name][i])).items()}
+                for i, r in enumerate(rollouts)]

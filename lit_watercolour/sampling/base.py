@@ -39,11 +39,12 @@ class SamplingConfig:
     """Rows per generate call; each row starts rendering as it finishes."""
     logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
     """Rows per forward when scoring the sampled tokens."""
-    # `generate` with the LoRA adapter folded into copies of the adapted weights (`policy.adapter_merged`; the
-    # base is never written): faster for small models, whose decoding steps are dominated by per-matmul
-    # overhead; costs a copy of the adapted weights, so it is off for large ones. Lean decoding always folds it
+    # `generate` and the captured step with the LoRA adapter folded into copies of the adapted weights
+    # (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token; costs a copy
+    # of the adapted weights while sampling. Lean decoding always folds it
     merge_adapter: bool = False
-    """generate with the adapter folded into copies of the adapted weights: faster for small models."""
+    """generate and the captured step (graph_decode) decode with the adapter folded into copies of the adapted
+    weights: no adapter matmuls a token, a copy of the adapted weights held while sampling."""
     # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
     # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
     lean_decode: bool = True
@@ -178,10 +179,14 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 def slot_token_ids(model) -> list[int]:
     """A vision-language policy's image and video slot tokens, which no sampler lets it write: in the next turn's
-    prompt the model would take one it wrote for a place to put an image (Qwen finds its images by these ids)."""
+    prompt the model would take one it wrote for a place to put an image (Qwen finds its images by these ids).
+    An id past the vocabulary (a stand-in built with a smaller one keeps the config's defaults) is none it can write."""
     config = model.config
+    if not hasattr(config, "vision_config"):
+        return []
+    vocab = config.get_text_config().vocab_size
     names = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-    return sorted({i for i in (getattr(config, n, None) for n in names) if isinstance(i, int)}) if hasattr(config, "vision_config") else []
+    return sorted({i for i in (getattr(config, n, None) for n in names) if isinstance(i, int) and 0 <= i < vocab})
 
 
 def completion_mask_and_truncation(completion_ids: Tensor, stop_ids: list[int]) -> tuple[Tensor, Tensor]:

@@ -66,6 +66,7 @@ class HFSampler:
         self.model, self.tokenizer, self.config, self.need_logps = model, tokenizer, config, need_logps
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.slot_ids = slot_token_ids(model)  # never sampled (`slot_token_ids`)
+        self.slots = torch.tensor(self.slot_ids, dtype=torch.long)
         self.decode_path = "not run"  # how the last `sample` decoded: generate, lean, cuda-graph or eager
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -89,6 +90,15 @@ class HFSampler:
         if c.graph_decode and device.type == "cuda" and graph_decoding.supports(self.model):
             return graph_decoding.GraphDecoder(self.model)
         return None
+
+    def draw(self, logits: Tensor) -> Tensor:
+        """One token per row from the decoders' logits [B, V], the config's sampling settings, slot tokens banned."""
+        c = self.config
+        if self.slot_ids:
+            if self.slots.device != logits.device:  # made once, before a captured step replays this
+                self.slots = self.slots.to(logits.device)
+            logits = logits.index_fill(-1, self.slots, float("-inf"))
+        return sample_logits(logits, c.temperature, c.top_k, c.top_p)
 
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, hook: FinishedRowHook,
                  images: list[RowImage | None] | None) -> Tensor:
@@ -123,8 +133,8 @@ class HFSampler:
         report = on_completion or (lambda row, text: None)
         images = prompt_images(prompts, n)
         decoder = self.decoder(device, images is not None)
-        slots = torch.tensor(self.slot_ids, device=device) if self.slot_ids else None
-        with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext(), torch_threads(c.cpu_threads):
+        merge = c.merge_adapter and not isinstance(decoder, LeanDecoder)  # the lean decoder folds it itself
+        with adapter_merged(self.model) if merge else nullcontext(), torch_threads(c.cpu_threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 hook = FinishedRowHook(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
@@ -135,8 +145,7 @@ class HFSampler:
                         "images": image_inputs(images[lo:hi], prompt_ids[lo:hi], self.model.config)}
                     ids, lps = decoder.generate(
                         prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
-                        lambda logits: sample_logits(logits if slots is None else logits.index_fill(-1, slots, float("-inf")),
-                                                     c.temperature, c.top_k, c.top_p),
+                        self.draw,
                         self.stop_ids, self.tokenizer.pad_token_id, on_step=hook, temperature=c.temperature, **shown,
                     )
                     chunk_logps.append(lps)
