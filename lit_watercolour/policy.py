@@ -11,6 +11,8 @@ rows' images (`RowImage`) go with their token ids into every forward (`completio
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import re
 from collections.abc import Iterator
@@ -38,7 +40,6 @@ from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resol
 from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
-from lit_watercolour.offline.tiny_models import VISION_ARCHS, build_processor, build_tiny_model, tiny_processor, tiny_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -48,7 +49,8 @@ class PolicyConfig:
     model: str = "Qwen/Qwen3.5-35B-A3B"
     """A Hub id or a local transformers folder."""
     tiny: str | None = None
-    """Build a tiny random-init model of this architecture instead (CPU runs, tests)."""
+    """Build a tiny random-init model of this architecture instead (CPU runs, tests): qwen3, qwen3_moe, qwen3_5_moe
+    or qwen3_vl, from the offline stand-ins (`lit_watercolour.offline.tiny_models`, imported only then)."""
     tiny_config: dict = field(default_factory=dict)
     """Sizes for `tiny`, e.g. {hidden_size: 64}."""
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
@@ -112,6 +114,12 @@ def require_bitsandbytes(feature: str) -> None:
         raise ImportError(f"{feature} needs bitsandbytes: `pip install bitsandbytes` (or the `bnb` extra).")
 
 
+def tiny_models():
+    """The offline stand-ins' model builder: the one way from the runtime into `lit_watercolour.offline`, taken only
+    for a config that asks for a `tiny` model (a real checkpoint never loads it)."""
+    return importlib.import_module("lit_watercolour.offline.tiny_models")
+
+
 def model_class(config) -> type:
     """The auto class whose module names match the checkpoint: the VLM class for VLM checkpoints."""
     return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
@@ -122,7 +130,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
     bitsandbytes quantizes it as it loads."""
     dtype = DTYPES[cfg.dtype]
     if cfg.tiny is not None:
-        return build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
+        return tiny_models().build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
     kwargs: dict = dict(dtype=dtype, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if cfg.attn_implementation is not None:
         kwargs["attn_implementation"] = cfg.attn_implementation
@@ -143,7 +151,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
 
 def load_tokenizer(cfg: PolicyConfig):
     if cfg.tiny is not None:
-        tokenizer = tiny_tokenizer(vision=cfg.tiny in VISION_ARCHS)
+        tokenizer = tiny_models().tiny_tokenizer(vision=cfg.tiny in tiny_models().VISION_ARCHS)
     else:
         tokenizer = AutoTokenizer.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     tokenizer.padding_side = "left"  # generation appends on the right
@@ -155,7 +163,7 @@ def load_tokenizer(cfg: PolicyConfig):
 def has_vision_tower(cfg: PolicyConfig) -> bool:
     """Whether the policy can be shown images (a vision-language checkpoint), read off its config only."""
     if cfg.tiny is not None:
-        return cfg.tiny in VISION_ARCHS
+        return cfg.tiny in tiny_models().VISION_ARCHS
     config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     return hasattr(config, "vision_config")
 
@@ -165,11 +173,31 @@ def load_processor(cfg: PolicyConfig, tokenizer):
     pixels patched as its vision tower reads them. The checkpoint's image processor and the policy's tokenizer;
     no video processor (none is ever passed, and its class needs torchvision)."""
     if cfg.tiny is not None:
-        return tiny_processor(tokenizer)
+        return tiny_models().tiny_processor(tokenizer)
     config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     image_processor = AutoImageProcessor.from_pretrained(cfg.model, revision=cfg.revision,
                                                          trust_remote_code=cfg.trust_remote_code)
     return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
+
+
+def build_processor(processor_cls: type, tokenizer, image_processor):
+    """A processor of `processor_cls` from a tokenizer and an image processor, with no video processor."""
+    return without_video(processor_cls)(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
+                                        chat_template=tokenizer.chat_template)
+
+
+@functools.cache
+def without_video(processor_cls: type) -> type:
+    """`processor_cls` that takes None for its video processor: its class check would import the video processor's
+    class, which needs torchvision, and nothing here passes video. Every other argument is still checked."""
+    def check_argument_for_proper_class(self, argument_name, argument):
+        if argument_name == "video_processor" and argument is None:
+            return None
+        return processor_cls.check_argument_for_proper_class(self, argument_name, argument)
+
+    return type(processor_cls.__name__, (processor_cls,), {
+        "check_argument_for_proper_class": check_argument_for_proper_class, "__module__": processor_cls.__module__,
+        "__doc__": processor_cls.__doc__})
 
 
 @dataclass
