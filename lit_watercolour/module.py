@@ -254,6 +254,8 @@ class GRPOModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.configure_model()  # `load_from_checkpoint` needs the model before the state dict arrives
+        # loading is not strict (the base weights are not in the checkpoint), so a mismatched adapter must fail here
+        check_adapter_keys(checkpoint["state_dict"], trainable_state_dict(self))
         # applied at the first resumed batch: creating the dataloader iterator draws from torch's RNG
         self._resumed_rng = checkpoint.get("rng_states")
 
@@ -381,6 +383,23 @@ class GRPOModule(pl.LightningModule):
         """Each subject painted `predict_generations` times (two turns: first sketch, feedback, revision, both scored);
         `PaintingWriter` writes them to `predict_dir`."""
         return self.counted(self.pipeline.collect(prompts, self.predict_generations))
+
+
+def check_adapter_keys(saved: dict, expected: dict) -> None:
+    """Raise, naming them, where a checkpoint's adapter tensors and the policy's differ (another `target_modules`,
+    model or adapter): loaded as it is, the policy would paint with part of the adapter or none of it."""
+    extra, missing = sorted(set(saved) - set(expected)), sorted(set(expected) - set(saved))
+    if not extra and not missing:
+        return
+
+    def named(keys: list[str]) -> str:
+        return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+    problems = ([f"{len(extra)} tensors the policy has no parameter for ({named(extra)})"] if extra else []) + (
+        [f"no tensor for {len(missing)} of the policy's adapter parameters ({named(missing)})"] if missing else [])
+    raise ValueError("the checkpoint's adapter does not match the policy: it holds " + "; and ".join(problems) +
+                     ". Load it with the policy settings it was trained with (model.policy: model, target_modules, "
+                     "exclude_modules).")
 
 
 def token_count(samples) -> float:
