@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, summary_metrics
 from lit_watercolour.rewards.pool import SHIPPED_POOL, ReferencePool
 from lit_watercolour.records import Rollout
 
@@ -191,6 +191,3 @@ class ImageStatsTerm(RewardTerm):
             metrics[part] = float(np.mean([p[part] for p in done])) if done else float("nan")
         metrics["ms_per_image"] = 1000 * sum(s for _, s in rows) / max(len(rows), 1)
         return TermScores(scores, metrics)
-
-
-ImageStatsScorer = renamed(ImageStatsTerm, "ImageStatsScorer")

@@ -51,11 +51,6 @@ class SamplingConfig:
     # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
     graph_decode: bool = True
     """Qwen3.5-MoE on CUDA: decode by replaying one captured CUDA-graph step."""
-    # torch intra-op threads while the hf sampler decodes (0: the process's); `GRPOModule` sets it from
-    # `model.threads.sampling` (setting it here is the old way, accepted with a warning for one release): on a CPU
-    # the render pool's Chromium works meanwhile, and a tiny model's kernels gain nothing from a second thread
-    cpu_threads: int = 0
-    """torch threads while the hf sampler decodes; 0: the process's (model.cpu_threads)."""
 
 
 @dataclass
