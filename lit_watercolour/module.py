@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Literal
 
 import lightning.pytorch as pl
@@ -196,10 +196,10 @@ class GRPOModule(pl.LightningModule):
         if self.pipeline is None:
             # ranks draw different rows of the same groups; a batch sampled ahead draws the same whenever it is sampled
             reseed = self.trainer.world_size > 1 or self.max_staleness > 0
-            self.pipeline = RolloutPipeline(self.sampler, rewards,
-                                            {"size": self.render_pool_size, "config": self.render_config, **overrides},
-                                            self.device, self.global_rank, reseed, depth, self.turns, self.tokenizer,
-                                            self.processor)
+            self.pipeline = RolloutPipeline(
+                self.sampler, rewards=rewards, render=replace(self.render_config, **overrides),
+                pool_size=self.render_pool_size, device=self.device, rank=self.global_rank, reseed=reseed, depth=depth,
+                turns=self.turns, tokenizer=self.tokenizer, processor=self.processor)
 
     def teardown(self, stage: str) -> None:
         if self.pipeline is not None:  # a batch still in flight finishes first: it renders with the pool
@@ -352,7 +352,7 @@ class GRPOModule(pl.LightningModule):
     # --- evaluation and painting ----------------------------------------------------------------
 
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
-        batch = self.counted(self.pipeline.submit(prompts, self.grpo_config.num_generations).result())
+        batch = self.counted(self.pipeline.collect(prompts, self.grpo_config.num_generations))
         n = len(batch.rollouts)
         self.log("val/reward", torch.nanmean(batch.rewards).item(), batch_size=n)
         self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in batch.rollouts)) / n, batch_size=n)
