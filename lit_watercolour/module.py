@@ -51,6 +51,7 @@ from lightning.fabric.utilities.throughput import Throughput, get_available_flop
 from torch import Tensor
 
 from lit_watercolour import grpo
+from lit_watercolour.bounds import require
 from lit_watercolour.callbacks.paintings import PaintingWriter
 from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
@@ -113,8 +114,9 @@ class GRPOModule(pl.LightningModule):
             turn1_weight: two turns: the reward is the revision's plus this times the first sketch's.
         """
         super().__init__()
-        if max_staleness < 0:
-            raise ValueError(f"max_staleness is >= 0, not {max_staleness}")
+        require(max_staleness >= 0, "model.max_staleness", ">= 0 (0: on-policy)", max_staleness)
+        require(render_pool_size >= 1, "model.render_pool_size", ">= 1", render_pool_size)
+        require(predict_generations >= 1, "model.predict_generations", ">= 1", predict_generations)
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the adapter only; the base comes from `policy`
         self.policy_config = as_config(PolicyConfig, policy)

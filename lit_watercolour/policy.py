@@ -33,6 +33,7 @@ from transformers import (
 )
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
+from lit_watercolour.bounds import one_of, require
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
 from lit_watercolour.kernels.compile import compile_decoder_layers, use_compile_cache
@@ -107,6 +108,15 @@ class PolicyConfig:
     """The Hub revision of `model`."""
     trust_remote_code: bool = False
     """Let transformers run the checkpoint's own modelling code."""
+
+    def __post_init__(self) -> None:
+        o = "model.policy."
+        one_of(self.dtype, tuple(DTYPES), o + "dtype")
+        one_of(self.quantization, ("none", "4bit", "8bit"), o + "quantization")
+        require(self.lora_r >= 1, o + "lora_r", ">= 1", self.lora_r)
+        require(self.lora_alpha > 0, o + "lora_alpha", "> 0", self.lora_alpha)
+        require(0 <= self.lora_dropout < 1, o + "lora_dropout", "in [0, 1)", self.lora_dropout)
+        require(self.compile_budget_s >= 0, o + "compile_budget_s", ">= 0", self.compile_budget_s)
 
 
 def require_bitsandbytes(feature: str) -> None:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import re
 import subprocess
 import sys
 import typing
@@ -117,3 +118,12 @@ def test_every_option_says_what_it_does():
             elif not helps.get(key):
                 undocumented.append(key)
     assert not undocumented, f"add a docstring for: {undocumented}"
+
+
+@pytest.mark.parametrize("option, value", [("model.grpo.num_generations", "1"), ("model.grpo.epsilon", "-1"),
+                                           ("model.sampling.top_p", "0"), ("model.optim.lr", "0"),
+                                           ("model.policy.lora_r", "0"), ("model.render_pool_size", "0")])
+def test_a_value_out_of_bounds_fails_when_the_config_is_read_naming_its_option(option, value):
+    """Before any model loads: a group of one would train on zero advantages, a negative clip range would pass."""
+    with pytest.raises(ValueError, match=rf"^{re.escape(option)} must be .*, not -?{value}"):
+        WatercolourCLI(args=[f"--{option}", value], run=False)
