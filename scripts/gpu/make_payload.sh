@@ -9,7 +9,7 @@
 #   vllm      vLLM 0.26.0 (the newest built for torch 2.11) and the small wheels `import vllm` and an offline
 #             LLM with LoRA need; what Hopper does not load is cut from the wheel (FlashAttention 2's
 #             library, the Rust frontend, DeepGEMM for other Pythons, Blackwell attention sources)
-#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of ../shared/tools/gpu-chromium
+#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of scripts/gpu/chromium
 #             (.devchr1-3, .gl in $CHROMIUM_PARTS, default the root; made there first if missing, which needs
 #             .venv, renderer/node_modules and a .git folder)
 #   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
@@ -26,7 +26,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # a call carries 64 MiB at most, the tracked tree included: the parts take what the tree leaves, less 2 MiB
 TREE_BYTES=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 PART_MIB=${PART_MIB:-$((62 - (TREE_BYTES >> 20) - 1))}
-CHROMIUM_TOOL=${CHROMIUM_TOOL:-$(cd "$ROOT/.." && pwd)/shared/tools/gpu-chromium}  # shared/ beside the project
+CHROMIUM_TOOL=${CHROMIUM_TOOL:-$HERE/chromium}
 CHROMIUM_PARTS=${CHROMIUM_PARTS:-$ROOT}  # where that tool's outputs are, or are made (a checkout with .venv, node_modules)
 COMPONENTS=("$@"); [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(vllm chromium fla trl)
 VLLM_DEPS=(pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 cbor2==6.3.0
