@@ -324,7 +324,7 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
 @contextmanager
 def adapter_merged(model: PeftModel) -> Iterator[None]:
     """The LoRA adapter folded into the base weights for the duration: decoding then skips the
-    adapter's extra matmuls (README, "Benchmarks"). Each adapted layer's
+    adapter's extra matmuls (`sampling.merge_adapter`; docs/results.md, 2026-12-03). Each adapted layer's
     weight is swapped for its `merged_weight` and its adapter switched off; the original weight
     tensors, never written, are put back afterwards, so the base stays bit-identical. A model without an
     adapter is left as it is."""

@@ -14,7 +14,7 @@ Every part is a smooth function of the pixels (soft masks, sigmoids, Gaussians, 
 with plateaus), so renders in a GRPO group get different scores. The score is the mean of the parts on
 the pool's scale: 0 for an empty sheet, 1 for the pool's best reference (clipped to [0, 1]). The raw
 mean gives an empty sheet ~0.4 and the shipped policy's sketches 0.6-0.75, so a gate failure (0) would
-sit far below every passing sketch and drown the differences GRPO can learn from (README).
+sit far below every passing sketch and drown the differences GRPO can learn from (docs/offline-run.md, "The pool's scale").
 
 What it is not: a judgement of taste or beauty. It can be gamed by any image with the right
 statistics; use the judge and HPSv3 for real training.
