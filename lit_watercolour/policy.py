@@ -39,6 +39,7 @@ from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradien
 from lit_watercolour.kernels.compile import compile_decoder_layers, use_compile_cache
 from lit_watercolour.kernels.defaults import UpdateDefaults, model_family, resolve_update_defaults
 from lit_watercolour.kernels.experts import use_frozen_experts
+from lit_watercolour.kernels.linear_attention import use_fla_glue
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
 
@@ -87,6 +88,9 @@ class PolicyConfig:
     ~/.cache/lit_watercolour/torch_compile."""
     frozen_experts: bool = True
     """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
+    fla_glue: bool = True
+    """Gated DeltaNet layers (Qwen3.5) run their causal convolution and gated norm on flash-linear-attention's Triton
+    kernels where fla is installed and the model is on CUDA (`kernels.linear_attention`); False: transformers'."""
     quantization: Literal["none", "4bit", "8bit"] = "none"
     """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
     Off by default: each quantized matmul dequantizes its weight first, so a 16-bit base that fits is faster;
@@ -256,6 +260,7 @@ def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel
     use_attention_backend(model, cfg.attention_backend)
     if cfg.frozen_experts:
         use_frozen_experts(model)
+    use_fla_glue(model, cfg.fla_glue)
     if cfg.gradient_checkpointing:
         enable_gradient_checkpointing(model, settings.checkpoint_keep)
     if cfg.adapter is not None:

@@ -12,6 +12,8 @@ each, the two take turns, `--repeats` times, with the same torch seeds (the warm
         --max-completion-length 2048 --enforce-eager false          # random-init 4B on a GPU
     python scripts/bench_sampler.py --preset qwen3.5-moe-3b --device cuda --dtype bfloat16 \
         --max-completion-length 2048 --enforce-eager false --min-tokens 2048  # Qwen3.5-MoE, full-length rows
+    python scripts/bench_sampler.py --preset qwen3.5-35b-a3b-8layers --device cuda --dtype bfloat16 --backends hf \
+        --max-completion-length 1024 --min-tokens 1024 --fla-glue both  # the captured step, fla's glue off and on
 
 `--preset` (scripts/bench_step.py's shapes) builds a random-init model and saves it to a
 temporary folder, which vLLM loads. Each measurement prints a JSON line; the last line is the
@@ -32,6 +34,7 @@ import torch
 import yaml
 
 from lit_watercolour.data import chat_prompt
+from lit_watercolour.kernels.linear_attention import use_fla_glue
 from lit_watercolour.policy import PolicyConfig, load_policy
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 
@@ -62,7 +65,8 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["hf", "vllm"])
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=None, help="default: the default config's")
-    ap.add_argument("--merge-adapter", type=lambda s: s.lower() == "true", default=None, help="hf: default: the config's")
+    ap.add_argument("--merge-adapter", choices=["true", "false", "both"], default=None,
+                    help="hf: sampling.merge_adapter (default: the config's); both: also an 'hf:merged' sampler")
     ap.add_argument("--min-tokens", type=int, default=0,
                     help="rows run at least this long (the policy's generation_config.min_new_tokens): a random model's EOS cannot end them")
     ap.add_argument("--repeats", type=int, default=3)
@@ -73,6 +77,13 @@ def main() -> None:
     ap.add_argument("--kv-cache-gib", type=float, default=None, help="vLLM's KV cache size (default on a CPU: 0.25)")
     ap.add_argument("--weight-sync", default="lora", choices=["lora", "merged"])
     ap.add_argument("--max-model-len", type=int, default=None, help="vLLM's context; default: the model's")
+    ap.add_argument("--engine-kwargs", type=json.loads, default={},
+                    help='vLLM: more `vllm.LLM` arguments, as JSON, e.g. \'{"max_num_seqs": 16}\'')
+    ap.add_argument("--max-lora-rank", type=int, default=16, help="vLLM: VLLMConfig.max_lora_rank (the engine's LoRA width)")
+    ap.add_argument("--sleep-level", type=int, choices=[1, 2], default=1, help="vLLM: VLLMConfig.sleep_level")
+    ap.add_argument("--fla-glue", choices=["on", "off", "both"], default="on",
+                    help="hf: Gated DeltaNet's conv and gated norm on fla's kernels (PolicyConfig.fla_glue); both: "
+                         "the hf sampler timed with it off ('hf:fla-glue-off') and on, turn about, on one model")
     ap.add_argument("--logps", action="store_true",
                     help="the samplers also return the trainer's log-probs, as for num_iterations > 1 (vLLM: one more forward)")
     args = ap.parse_args()
@@ -86,33 +97,44 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-sampler-") as tmp:
         folder = model_folder(args, tmp)
-        model, tokenizer = load_policy(PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=False))
+        model, tokenizer = load_policy(PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=False,
+                                                    fla_glue=args.fla_glue != "off"))
         model.to(args.device)
         model.get_base_model().generation_config.min_new_tokens = args.min_tokens or None
-        sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=args.merge_adapter)
-        engine = {"enforce_eager": args.enforce_eager}
+        merge = None if args.merge_adapter is None else args.merge_adapter == "true"
+        sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=merge)
+        engine = {"enforce_eager": args.enforce_eager, **args.engine_kwargs}
         kv_gib = args.kv_cache_gib if args.kv_cache_gib is not None else (0.25 if args.device == "cpu" else None)
         if kv_gib is not None:
             engine["kv_cache_memory_bytes"] = int(kv_gib * 2**30)
-        vllm_config = VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization, max_lora_rank=16,
-                                 max_model_len=args.max_model_len,
+        vllm_config = VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization, max_lora_rank=args.max_lora_rank,
+                                 max_model_len=args.max_model_len, sleep_level=args.sleep_level,
                                  weight_sync=args.weight_sync, engine_kwargs=engine, adapter_dir=f"{tmp}/adapters")
         samplers = {b: build_sampler(sampling, model, tokenizer, b, vllm_config, need_logps=args.logps) for b in args.backends}
+        if args.fla_glue == "both" and "hf" in samplers:  # the same sampler, the glue switched before each batch
+            samplers = {"hf:fla-glue-off" if b == "hf" else b: s for b, s in samplers.items()} | {"hf": samplers["hf"]}
+        if args.merge_adapter == "both" and "hf" in samplers:
+            samplers["hf:merged"] = build_sampler(replace(sampling, merge_adapter=True), model, tokenizer, "hf")
+        glue = {name: not name.endswith("fla-glue-off") for name in samplers}
+        configs = {name: sampler.config for name, sampler in samplers.items()}
         prompt = chat_prompt(tokenizer, SUBJECT)
         runs: dict[str, list[dict]] = {b: [] for b in samplers}
         try:
             for name, sampler in samplers.items():  # warm-up, not counted: kernels, caches, allocator
-                sampler.config = replace(sampling, max_completion_length=min(args.warmup_length, sampling.max_completion_length))
+                sampler.config = replace(configs[name], max_completion_length=min(args.warmup_length, sampling.max_completion_length))
+                use_fla_glue(model, glue[name])
                 sampler.sample([prompt], args.num_generations)
-                sampler.config = sampling
+                sampler.config = configs[name]
             for repeat in range(args.repeats):
                 for name, sampler in samplers.items():
                     torch.manual_seed(repeat)
+                    use_fla_glue(model, glue[name])
                     batch_start = time.perf_counter()
                     batch = sampler.sample([prompt], args.num_generations)
                     tokens = int(batch.num_tokens.sum())
                     row = {"backend": name, "repeat": repeat, "tokens": tokens, "seconds": round(batch.seconds, 3),
-                           "tokens_per_s": round(tokens / batch.seconds, 1)}
+                           "tokens_per_s": round(tokens / batch.seconds, 1),
+                           "decode_path": getattr(sampler, "decode_path", "engine")}
                     phases = getattr(sampler, "phases", [])  # the engine's wake, generation and sleep of this batch
                     for phase, a, b in phases[-3:]:
                         if a >= batch_start:

@@ -204,6 +204,7 @@ class Variant:
     keep: str = "auto"  # ours: what a checkpointed layer keeps (inputs, attention, attention+out_proj, auto)
     fused: int = int(PolicyConfig.fused_lora)  # ours: LoRA linears as one autograd node (`kernels.lora`)
     experts: int = int(PolicyConfig.frozen_experts)  # ours: MoE experts as one autograd node (`kernels.experts`); 0: transformers'
+    fla: int = int(PolicyConfig.fla_glue)  # ours: Gated DeltaNet's conv and gated norm on fla's kernels (`kernels.linear_attention`)
     quant: str = "none"  # ours: bitsandbytes base weights (4bit, 8bit): QLoRA
     optim: str = "adamw"  # ours: adamw (torch's, fused) or adamw_8bit (bitsandbytes)
     liger: int = 0  # trl: use_liger_kernel (Liger's Triton RMSNorm, RoPE, SwiGLU; needs liger-kernel)
@@ -229,7 +230,7 @@ class Variant:
 
     def policy_config(self, folder: str, args) -> PolicyConfig:
         return PolicyConfig(model=folder, dtype=args.dtype, gradient_checkpointing=bool(self.ckpt),
-                            checkpoint_keep=self.keep, fused_lora=bool(self.fused), frozen_experts=bool(self.experts),
+                            checkpoint_keep=self.keep, fused_lora=bool(self.fused), frozen_experts=bool(self.experts), fla_glue=bool(self.fla),
                             compile_layers=self.compile if self.compile == "auto" else bool(int(self.compile)),
                             attention_backend=self.sdpa, quantization=self.quant, lora_r=args.lora_r,
                             lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)

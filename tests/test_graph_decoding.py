@@ -132,3 +132,26 @@ def test_slot_ids_past_a_stand_ins_vocabulary_are_not_banned():
     logits = torch.zeros(64, vocab)
     logits[:, 7] = 50.0
     assert not (sampler.draw(logits) == 7).any()
+
+
+def test_the_captured_step_decodes_with_the_adapter_merged(policy):
+    """`merge_adapter`: the captured step's decoder runs on the folded weights (no adapter matmuls a token) and draws
+    what it draws unmerged, with the same log-probs; the base weights are untouched."""
+    model, tokenizer = policy
+    prompts = shown_renders(tokenizer)
+    base = {n: p.clone() for n, p in model.named_parameters() if "lora_" not in n and "q_proj" in n}
+    layer = next(m for n, m in model.named_modules() if n.endswith("q_proj"))
+    original, weights = layer.get_base_layer().weight, []
+    hook = layer.register_forward_pre_hook(lambda m, args: weights.append(m.get_base_layer().weight is original))
+    batches = []
+    for merge in (False, True):
+        sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=6, merge_adapter=merge))
+        torch.manual_seed(0)
+        batches.append(sampler.sample(prompts, 1))
+        assert sampler.decode_path == "eager"
+        assert weights and (not any(weights) if merge else all(weights))  # each step on the merged copy, or the base
+        weights.clear()
+    hook.remove()
+    assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)
+    torch.testing.assert_close(batches[1].logps, batches[0].logps, atol=1e-4, rtol=1e-4)
+    assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)

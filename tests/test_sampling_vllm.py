@@ -33,13 +33,8 @@ from lit_watercolour.data import chat_prompt
 from lit_watercolour.policy import PolicyConfig, RowImage, completion_logps, image_inputs, load_policy, load_processor, merged_weights
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import Completion, ImagePrompt, pack_batch, slot_token_ids
-from lit_watercolour.sampling.vllm import (
-    AdapterSnapshots,
-    base_model_path,
-    checkpoint_weights,
-    engine_arguments,
-    installed_gdn_prefill_backend,
-)
+from lit_watercolour.sampling.vllm import engine_arguments, installed_gdn_prefill_backend
+from lit_watercolour.sampling.vllm_weights import AdapterSnapshots, base_model_path, checkpoint_weights
 from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
 from lit_watercolour.turns import SHOWN, Conversation, join_turns
 
@@ -149,8 +144,9 @@ def test_imports_have_no_cycle_and_load_vllm_only_when_a_vllm_sampler_is_built(e
     do not import vLLM either."""
     loaded, errors = imported_alone
     assert entry in loaded, errors[-3000:]
-    expected = {"lit_watercolour.sampling.vllm": ["lit_watercolour.sampling.vllm"],
-                "lit_watercolour.sampling.vllm_server": ["lit_watercolour.sampling.vllm", "lit_watercolour.sampling.vllm_server"]}
+    engine = ["lit_watercolour.sampling.vllm", "lit_watercolour.sampling.vllm_weights"]
+    expected = {"lit_watercolour.sampling.vllm": engine,
+                "lit_watercolour.sampling.vllm_server": [*engine[:1], "lit_watercolour.sampling.vllm_server", engine[1]]}
     assert loaded[entry] == expected.get(entry, [])
 
 

@@ -5,5 +5,6 @@
 - `checkpointing`: what a checkpointed decoder layer keeps (selective activation checkpointing);
 - `attention`: the sdpa kernel tried first;
 - `experts`: frozen MoE experts as one autograd node;
+- `linear_attention`: Gated DeltaNet's convolution and gated norm on flash-linear-attention's kernels;
 - `compile`: torch.compile with an eager fallback.
 """

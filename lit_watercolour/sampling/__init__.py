@@ -2,7 +2,8 @@
 
 A `Sampler` hides the generation backend: `hf` (`hf.py`) decodes on the training model itself;
 `vllm` (`vllm.py`, a colocated engine) and `vllm-server` (`vllm_server.py`, a `vllm serve` over
-HTTP) keep their own copy of the weights, refreshed by `sync_weights` after every optimizer step.
+HTTP) keep their own copy of the weights, refreshed by `sync_weights` after every optimizer step
+(`vllm_weights.py`: what an engine is given of the policy; `vllm_worker.py`: what its worker does with it).
 What they share is in `base.py`. The vLLM modules are imported by `build_sampler` only, so
 importing this package never imports vLLM.
 """

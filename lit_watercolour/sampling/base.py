@@ -41,9 +41,9 @@ class SamplingConfig:
     logprob_batch_size: int = 8
     """Rows per forward when scoring the sampled tokens."""
     merge_adapter: bool = False
-    """generate with the adapter folded into copies of the adapted weights (`policy.adapter_merged`; the base is
-    never written): faster for small models, whose decoding steps are bound by per-matmul overhead; it costs a copy
-    of the adapted weights, so it is off for large ones. Lean decoding always folds it."""
+    """generate and the captured step (graph_decode) decode with the adapter folded into copies of the adapted
+    weights (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token, a
+    copy of the adapted weights held while sampling. Lean decoding always folds it."""
     lean_decode: bool = True
     """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py: per-token overhead, not FLOPs,
     bounds a small model) instead of generate."""

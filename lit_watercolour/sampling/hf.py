@@ -137,7 +137,8 @@ class HFSampler:
         report = on_completion or (lambda row, text: None)
         images = prompt_images(prompts, n)
         decoder = self.decoder(device, images is not None)
-        with adapter_merged(self.model) if c.merge_adapter and decoder is None else nullcontext(), torch_threads(self.threads):
+        merge = c.merge_adapter and not isinstance(decoder, LeanDecoder)  # the lean decoder folds it itself
+        with adapter_merged(self.model) if merge else nullcontext(), torch_threads(self.threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 hook = FinishedRowHook(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)

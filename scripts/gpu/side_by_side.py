@@ -1,0 +1,172 @@
+"""Issue 50's before/after on one GPU lease: each section runs the project's own benchmarks with the landed settings
+and with the candidate ones, in one process where it can (one model built, the knob switched), and the run ends with
+one compact table (tokens/s, seconds per phase, peak memory, agreement). Sections run in the order given, each under
+its own time limit; a section's output goes to $OUT/<section>.log (or --out) as it runs.
+
+  moe-grads    Qwen3.5-MoE stand-in (bf16, CUDA): log-probs and LoRA gradients of one forward/backward with fla's
+               Gated DeltaNet glue off and on (`PolicyConfig.fla_glue`), same weights, same batch
+  moe-update   bench_step.py --preset qwen3.5-moe-3b at 8192 tokens: the update with the glue off (before) and on
+  moe-decode   bench_sampler.py --preset qwen3.5-35b-a3b-8layers --backends hf: the captured step, 8 rows, glue off/on,
+               and glue on with the adapter merged (`sampling.merge_adapter`)
+  4b-sampler   bench_sampler.py --preset qwen3-4b --backends vllm: the landed engine (LoRA served, max_lora_rank 64,
+               sleep level 1) against merged weights with sleep level 2, each engine with the same bounded CUDA-graph sizes
+  4b-lora16    the same with LoRA served at max_lora_rank 16 (the policy's rank)
+  4b-step      rehearse_recipe.py, the 4B recipe on vLLM with the candidate settings (--vllm-4b, default `AFTER_4B`),
+               staleness 1
+
+    python scripts/gpu/side_by_side.py --sections moe-grads moe-update moe-decode
+    python scripts/gpu/side_by_side.py --sections 4b-sampler 4b-step
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# the 4B sampler's candidate settings: the adapter folded into the engine's weights (no LoRA kernels in decoding),
+# the weights dropped while asleep and the trainer's loaded on waking, CUDA graphs for the batch sizes a step uses
+BOUNDED_GRAPHS = {"max_num_seqs": 16, "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16]}}
+AFTER_4B = {"weight_sync": "merged", "sleep_level": 2, "max_lora_rank": 16, "engine_kwargs": BOUNDED_GRAPHS}
+
+
+def run(name: str, command: list[str], out: Path, limit_s: float) -> list[dict]:
+    """The command's JSON lines (printed and kept in out/name.log as they come)."""
+    print(f"## {name}: {' '.join(command)}", flush=True)
+    lines, start = [], time.perf_counter()
+    with open(out / f"{name}.log", "w") as log:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                print(line, end="", flush=True)
+                if line.startswith("{"):
+                    try:
+                        lines.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+                if time.perf_counter() - start > limit_s:
+                    proc.kill()
+                    print(f"## {name}: stopped at its {limit_s:.0f} s limit", flush=True)
+                    break
+        finally:
+            proc.wait()
+    print(f"## {name}: {time.perf_counter() - start:.0f} s, exit {proc.returncode}", flush=True)
+    return lines
+
+
+def moe_grads(out: Path, limit_s: float) -> list[dict]:
+    """fla's glue against transformers' on one model: log-probs and every LoRA gradient of one forward/backward."""
+    import torch
+
+    from lit_watercolour.kernels.linear_attention import use_fla_glue
+    from lit_watercolour.policy import PolicyConfig, load_policy
+
+    shapes = dict(hidden_size=1024, num_layers=8, num_experts=16, num_experts_per_tok=4)
+    model, _ = load_policy(PolicyConfig(tiny="qwen3_5_moe", tiny_config=shapes, dtype="bfloat16"), "cuda")
+    model.to("cuda").train()
+    torch.manual_seed(0)
+    ids = torch.randint(0, model.config.get_text_config().vocab_size, (2, 2048), device="cuda")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.02)  # a trained adapter, so every LoRA gradient is non-zero
+
+    def pass_(on: bool) -> tuple[torch.Tensor, dict]:
+        use_fla_glue(model, on)
+        model.zero_grad(set_to_none=True)
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        logps = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+        logps.mean().backward()
+        return logps.detach(), {n: p.grad.float().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    ref_logps, ref = pass_(False)
+    logps, grads = pass_(True)
+    worst = max((float((grads[n] - g).norm() / g.norm().clamp_min(1e-12)), n) for n, g in ref.items())
+    row = {"section": "moe-grads", "logp_max_abs_diff": round(float((logps - ref_logps).abs().max()), 5),
+           "grad_max_rel_err": round(worst[0], 5), "worst_param": worst[1], "lora_params": len(ref),
+           "within_bf16_tolerance": worst[0] < 3e-2}  # tests/test_experts.py's bf16 tolerance
+    print(json.dumps(row), flush=True)
+    return [row]
+
+
+def sections(args) -> dict:
+    py = sys.executable
+    vllm_after = json.dumps(args.vllm_4b)
+    return {
+        "moe-update": [py, "scripts/bench_step.py", "--preset", "qwen3.5-moe-3b", "--completion-length", "8192",
+                       "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour"],
+        "moe-decode": [py, "scripts/bench_sampler.py", "--preset", "qwen3.5-35b-a3b-8layers", "--device", "cuda",
+                       "--dtype", "bfloat16", "--backends", "hf", "--max-completion-length", "1024", "--min-tokens",
+                       "1024", "--repeats", "2", "--fla-glue", "both", "--merge-adapter", "both"],
+        "4b-sampler": [py, "scripts/bench_sampler.py", "--preset", "qwen3-4b", "--device", "cuda", "--dtype", "bfloat16",
+                       "--backends", "vllm", "--max-completion-length", "2048", "--min-tokens", "2048", "--repeats", "2",
+                       "--enforce-eager", "false", "--engine-kwargs", json.dumps(BOUNDED_GRAPHS)],
+        "4b-step": [py, "scripts/rehearse_recipe.py", "--config", "configs/hibiscus_qwen3_4b.yaml", "--policy-shapes",
+                    "qwen3-4b", "--sampler", "vllm", "--steps", "3", "--max-staleness", "1", "--vllm", vllm_after,
+                    "--out", str(args.out / "rehearsal_4b"), "--max-minutes", str(args.limit_s / 60 - 0.5)],
+    }
+
+
+def summarise(name: str, lines: list[dict]) -> list[str]:
+    """Table rows of one section's JSON lines."""
+    rows = []
+    for r in lines:
+        if name == "moe-grads":
+            rows.append(f"| moe-grads | glue off vs on | logp max diff {r['logp_max_abs_diff']}, grad max rel err "
+                        f"{r['grad_max_rel_err']} ({r['worst_param']}) | | |")
+        elif name == "moe-update" and "update_tokens_per_s" in r:
+            rows.append(f"| moe-update | {r['name']} | {r['update_tokens_per_s']:.0f} tokens/s | fwd+bwd "
+                        f"{r['update_fwd_bwd_s']:.2f} s, first step {r.get('first_step_s')} s, grad norm "
+                        f"{r.get('grad_norm_first_step')} | "
+                        f"{r.get('peak_memory_update_gib', '')} GiB |")
+        elif name in ("moe-decode", "4b-sampler", "4b-lora16") and "backend" in r:
+            phases = ", ".join(f"{k} {v}" for k, v in r.items() if k.endswith("_s") and k not in ("seconds", "tokens_per_s"))
+            rows.append(f"| {name} | {r['backend']} r{r['repeat']} ({str(r.get('decode_path'))[:40]}) | {r['tokens_per_s']:.0f} "
+                        f"tokens/s | {r['seconds']} s {phases} | |")
+        elif name == "4b-step" and "summary" in r:
+            mean = r["summary"]["mean_after_first"]
+            picked = {k: v for k, v in mean.items() if k.startswith("time/") or k.startswith("memory/")}
+            rows.append(f"| 4b-step | after, mean of steps 2+ | | {json.dumps(picked)} | |")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sections", nargs="+", default=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-step"],
+                    choices=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-lora16", "4b-step"])
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "runs/side_by_side")))
+    ap.add_argument("--vllm-4b", type=json.loads, default=AFTER_4B, help="4b-step: VLLMConfig fields, as JSON")
+    ap.add_argument("--limit-s", type=float, default=280.0, help="seconds each section may run")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    commands, table = sections(args), []
+    for name in args.sections:
+        if name == "4b-sampler":  # before (the landed LoRA engine), then after (merged), each its own engine
+            lines = run("4b-sampler-lora64", [*commands[name], "--max-lora-rank", "64"], args.out, args.limit_s)
+            after = [*commands[name], "--weight-sync", "merged", "--sleep-level", "2"]
+            lines += run("4b-sampler-merged", after, args.out, args.limit_s)
+        elif name == "4b-lora16":
+            lines = run(name, commands["4b-sampler"], args.out, args.limit_s)
+        elif name == "moe-grads":
+            try:
+                lines = moe_grads(args.out, args.limit_s)
+            except Exception as e:  # noqa: BLE001 - reported, the other sections still run
+                print(f"## moe-grads failed: {type(e).__name__}: {e}", flush=True)
+                lines = []
+        else:
+            lines = run(name, commands[name], args.out, args.limit_s)
+        table += summarise(name, lines)
+    print("\n| section | run | tokens/s | seconds, agreement | peak |\n|---|---|---|---|---|", flush=True)
+    print("\n".join(table), flush=True)
+
+
+if __name__ == "__main__":
+    main()
