@@ -371,17 +371,13 @@ def check_adapter_keys(saved: dict, expected: dict) -> None:
     """Raise, naming them, where a checkpoint's adapter tensors and the policy's differ (another `target_modules`,
     model or adapter): loaded as it is, the policy would paint with part of the adapter or none of it."""
     extra, missing = sorted(set(saved) - set(expected)), sorted(set(expected) - set(saved))
-    if not extra and not missing:
-        return
-
-    def named(keys: list[str]) -> str:
-        return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-
+    named = lambda keys: ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")  # noqa: E731
     problems = ([f"{len(extra)} tensors the policy has no parameter for ({named(extra)})"] if extra else []) + (
         [f"no tensor for {len(missing)} of the policy's adapter parameters ({named(missing)})"] if missing else [])
-    raise ValueError("the checkpoint's adapter does not match the policy: it holds " + "; and ".join(problems) +
-                     ". Load it with the policy settings it was trained with (model.policy: model, target_modules, "
-                     "exclude_modules).")
+    if problems:
+        raise ValueError("the checkpoint's adapter does not match the policy: it holds " + "; and ".join(problems) +
+                         ". Load it with the policy settings it was trained with (model.policy: model, target_modules, "
+                         "exclude_modules).")
 
 
 def token_count(samples) -> float:

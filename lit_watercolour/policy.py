@@ -11,7 +11,6 @@ rows' images (`RowImage`) go with their token ids into every forward (`completio
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import re
@@ -42,6 +41,7 @@ from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.linear_attention import use_fla_glue
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
+from lit_watercolour.vision import RowImage, build_processor, image_inputs
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -192,46 +192,6 @@ def load_processor(cfg: PolicyConfig, tokenizer):
     image_processor = AutoImageProcessor.from_pretrained(cfg.model, revision=cfg.revision,
                                                          trust_remote_code=cfg.trust_remote_code)
     return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
-
-
-def build_processor(processor_cls: type, tokenizer, image_processor):
-    """A processor of `processor_cls` from a tokenizer and an image processor, with no video processor."""
-    return without_video(processor_cls)(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
-                                        chat_template=tokenizer.chat_template)
-
-
-@functools.cache
-def without_video(processor_cls: type) -> type:
-    """`processor_cls` that takes None for its video processor: its class check would import the video processor's
-    class, which needs torchvision, and nothing here passes video. Every other argument is still checked."""
-    def check_argument_for_proper_class(self, argument_name, argument):
-        if argument_name == "video_processor" and argument is None:
-            return None
-        return processor_cls.check_argument_for_proper_class(self, argument_name, argument)
-
-    return type(processor_cls.__name__, (processor_cls,), {
-        "check_argument_for_proper_class": check_argument_for_proper_class, "__module__": processor_cls.__module__,
-        "__doc__": processor_cls.__doc__})
-
-
-@dataclass
-class RowImage:
-    """One row's image as the policy's processor made it."""
-
-    pixel_values: torch.Tensor  # [patches, channels x temporal patch x patch x patch]
-    image_grid_thw: torch.Tensor  # [1, 3]: the image's patch grid (time, height, width)
-
-
-def image_inputs(images: list[RowImage | None] | None, ids: torch.Tensor, config) -> dict:
-    """A vision-language model's image arguments for rows `ids` [B, T], whose images are `images` (one or None a
-    row): the pixels and grids in row order and which tokens are image tokens (M-RoPE's positions); {} where no
-    row has one."""
-    shown = [im for im in images or [] if im is not None]
-    if not shown:
-        return {}
-    return {"pixel_values": torch.cat([im.pixel_values for im in shown]).to(ids.device),
-            "image_grid_thw": torch.cat([im.image_grid_thw for im in shown]).to(ids.device),
-            "mm_token_type_ids": (ids == config.image_token_id).int()}
 
 
 def default_device(device: str | None) -> str:

@@ -22,7 +22,7 @@ from transformers import (
 )
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-from lit_watercolour.policy import build_processor
+from lit_watercolour.vision import build_processor
 from lit_watercolour.prompts import SYSTEM_PROMPT, skeleton
 
 QWEN_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)

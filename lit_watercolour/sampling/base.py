@@ -23,7 +23,8 @@ import torch
 from torch import Tensor
 
 from lit_watercolour.bounds import require
-from lit_watercolour.policy import RowImage, completion_logps
+from lit_watercolour.policy import completion_logps
+from lit_watercolour.vision import RowImage
 
 
 @dataclass

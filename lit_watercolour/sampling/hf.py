@@ -21,7 +21,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from lit_watercolour import graph_decoding
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import RowImage, adapter_merged, image_inputs
+from lit_watercolour.policy import adapter_merged
 from lit_watercolour.sampling.base import (
     OnCompletion,
     PromptInput,
@@ -35,6 +35,7 @@ from lit_watercolour.sampling.base import (
     stop_token_ids,
     with_policy_logps,
 )
+from lit_watercolour.vision import RowImage, image_inputs
 
 
 class FinishedRowHook(StoppingCriteria):
