@@ -1,9 +1,11 @@
-"""`python -m lit_watercolour {fit,validate,predict} --config configs/<name>.yaml`.
+"""`python -m lit_watercolour {fit,validate,predict,sft} --config configs/<name>.yaml`.
 
 The YAML is the interface: `model:` configures GRPOModule (the reward terms, policy, sampling, GRPO,
 optimiser), `data:` the subjects, `trainer.callbacks:` the gallery, the run log and checkpointing. `predict`
 paints the data's subjects with the policy (a trained adapter via `--ckpt_path` or
-`--model.policy.adapter`) into `model.predict_dir`. Without --config the subcommands read
+`--model.policy.adapter`) into `model.predict_dir`. `sft` fine-tunes the policy on sketches
+(`lit_watercolour.sft.SFTModule`, `lit_watercolour.sft_data.SketchDataModule`): its `model:` and `data:` are
+those classes', its `trainer:` Lightning's, and the adapter it writes is what `fit` starts from. Without --config the subcommands read
 configs/default.yaml. Every option can also come from the environment, named as `--help` shows
 (`LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS`); a --config or a flag beats the environment. Each option's
 `--help` text is its config field's docstring. The run shows one progress bar of optimizer steps; the notices
@@ -23,10 +25,14 @@ from lightning.pytorch.cli import LightningCLI
 from lit_watercolour import notices
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
+from lit_watercolour.sft import SFTModule
+from lit_watercolour.sft_data import SketchDataModule
 
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 SUBCOMMANDS = ("fit", "validate", "predict")
+SFT_CONFIG = DEFAULT_CONFIG.with_name("sft.yaml")
+SFT_HELP = "Supervised fine-tuning on sketches: the warm start whose adapter fit starts from."
 
 
 class WatercolourCLI(LightningCLI):
@@ -35,6 +41,7 @@ class WatercolourCLI(LightningCLI):
         # each config field's docstring is its `--help` text and its `--print_config=comments` comment
         set_parsing_settings(docstring_parse_attribute_docstrings=True)
         argv = sys.argv[1:] if args is None else args
+        self.sft_parser_kwargs = default_config_files(argv, {"sft": SFT_CONFIG}).get("sft", {})
         super().__init__(
             GRPOModule,
             PromptDataModule,
@@ -44,6 +51,26 @@ class WatercolourCLI(LightningCLI):
             args=args,
             run=run,
         )
+
+    def _add_subcommands(self, parser, **kwargs) -> None:
+        """fit, validate, predict (and test) on GRPOModule; then `sft`: Trainer.fit's arguments on SFTModule and
+        SketchDataModule."""
+        super()._add_subcommands(parser, **kwargs)
+        classes = self._model_class, self._datamodule_class
+        self._model_class, self._datamodule_class = SFTModule, SketchDataModule
+        try:
+            sft = self._prepare_subcommand_parser(self.trainer_class, "fit", description=SFT_HELP, **self.sft_parser_kwargs)
+        finally:
+            self._model_class, self._datamodule_class = classes
+        self._subcommand_parsers["sft"] = sft
+        self._subcommand_method_arguments["sft"] = self._subcommand_method_arguments["fit"]
+        parser._subcommands_action.add_subcommand("sft", sft, help=SFT_HELP)
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        if subcommand == "sft":
+            self.trainer.fit(**self._prepare_subcommand_kwargs(subcommand))
+        else:
+            super()._run_subcommand(subcommand)
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         """The trainer, with the step-counting progress bar unless the config disables bars or brings its own."""
@@ -85,14 +112,16 @@ class StepProgressBar(TQDMProgressBar):
         return metrics
 
 
-def default_config_files(argv: list[str]) -> dict:
-    """The offline default config as jsonargparse's default_config_files, when no --config is given.
+def default_config_files(argv: list[str], configs: dict[str, Path] | None = None) -> dict:
+    """Each subcommand's default config (`configs`; None: the offline default for fit, validate and predict) as
+    jsonargparse's default_config_files, when no --config is given.
 
     Only then: jsonargparse lays default_config_files under a --config, so default.yaml's settings
     would leak into every other config's run."""
     if any(a in ("-c", "--config") or a.startswith("--config=") for a in argv):
         return {}
-    return {command: {"default_config_files": [str(DEFAULT_CONFIG)]} for command in SUBCOMMANDS}
+    configs = configs if configs is not None else dict.fromkeys(SUBCOMMANDS, DEFAULT_CONFIG)
+    return {command: {"default_config_files": [str(path)]} for command, path in configs.items()}
 
 
 def main(args: list[str] | None = None) -> WatercolourCLI:

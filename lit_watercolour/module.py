@@ -52,13 +52,12 @@ from torch import Tensor
 
 from lit_watercolour import grpo
 from lit_watercolour.bounds import require
-from lit_watercolour.callbacks.paintings import PaintingWriter
+from lit_watercolour.callbacks.paintings import PaintingWriter, slug
 from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
 from lit_watercolour.flops import update_flops
 from lit_watercolour.overlap import busy_idle_metrics
-from lit_watercolour.policy import (PolicyConfig, load_policy, load_processor, require_bitsandbytes, trainable_state_dict,
-                                   update_defaults)
+from lit_watercolour.policy import PolicyConfig, load_policy, load_processor, trainable_state_dict, update_defaults
 from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
@@ -68,7 +67,8 @@ from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.turns import Feedback, TurnsConfig, check_policy
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import completion_metrics
-from lit_watercolour.update import GRPOConfig, OptimConfig, ThreadsConfig, policy_update, skip_step
+from lit_watercolour.update import (GRPOConfig, OptimConfig, ThreadsConfig, configure_optimizer, policy_update,
+                                   skip_step)
 
 
 class GRPOModule(pl.LightningModule):
@@ -212,21 +212,7 @@ class GRPOModule(pl.LightningModule):
             self.sampler = None
 
     def configure_optimizers(self):
-        from transformers import get_scheduler
-
-        o = self.optim_config
-        params = [p for p in self.policy_model.parameters() if p.requires_grad]
-        kwargs = dict(lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), eps=o.eps)
-        if o.optimizer == "adamw_8bit":
-            require_bitsandbytes("optimizer='adamw_8bit'")
-            import bitsandbytes as bnb
-
-            optimizer = bnb.optim.AdamW8bit(params, **kwargs)
-        else:  # fused: one kernel for all adapter tensors (Lightning has moved them to the device by now)
-            optimizer = torch.optim.AdamW(params, fused=bool(params) and params[0].is_cuda, **kwargs)
-        total = self.trainer.max_steps if self.trainer.max_steps > 0 else None
-        scheduler = get_scheduler(o.lr_scheduler, optimizer, num_warmup_steps=o.warmup_steps, num_training_steps=total)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return configure_optimizer(self.policy_model, self.optim_config, self.trainer.max_steps)
 
     # --- checkpoints: the adapter only -----------------------------------------------------------
 
@@ -354,12 +340,18 @@ class GRPOModule(pl.LightningModule):
     # --- evaluation and painting ----------------------------------------------------------------
 
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
+        """The reward, gate pass rate and each term's mean, over the batch (`val/...`) and per subject
+        (`val/<subject>/...`: trained and unseen subjects apart)."""
         batch = self.counted(self.pipeline.collect(prompts, self.grpo_config.num_generations))
-        n = len(batch.rollouts)
-        self.log("val/reward", torch.nanmean(batch.rewards).item(), batch_size=n)
-        self.log("val/gate_pass_rate", float(sum(r.gate.passed for r in batch.rollouts)) / n, batch_size=n)
-        for name, s in batch.scores.items():
-            self.log(f"val/reward/{name}", torch.nanmean(s).item(), batch_size=n)
+        groups = {"": list(range(len(batch.rollouts)))}
+        for i, r in enumerate(batch.rollouts):
+            groups.setdefault(f"{slug(r.prompt)}/", []).append(i)
+        for prefix, rows in groups.items():
+            n, index = len(rows), torch.tensor(rows)
+            self.log(f"val/{prefix}reward", torch.nanmean(batch.rewards[index]).item(), batch_size=n)
+            self.log(f"val/{prefix}gate_pass_rate", sum(batch.rollouts[i].gate.passed for i in rows) / n, batch_size=n)
+            for name, s in batch.scores.items():
+                self.log(f"val/{prefix}reward/{name}", torch.nanmean(s[index]).item(), batch_size=n)
 
     def predict_step(self, prompts: list[Prompt], batch_idx: int) -> RolloutBatch:
         """Each subject painted `predict_generations` times (two turns: first sketch, feedback, revision, both scored);

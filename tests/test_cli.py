@@ -14,6 +14,8 @@ import yaml
 from lit_watercolour.__main__ import WatercolourCLI, main
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOModule
+from lit_watercolour.sft import SFTModule
+from lit_watercolour.sft_data import SketchDataModule
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(2400)  # a hang guard, above the fits' own: a loaded box reaches tighter ones
@@ -97,16 +99,18 @@ class ParserOnly(WatercolourCLI):
         raise Parser(parser)
 
 
-def test_every_option_says_what_it_does():
-    """`fit --help` shows a sentence for every GRPOModule and PromptDataModule parameter and every field of
-    their config dataclasses: a new option without a docstring fails here."""
+@pytest.mark.parametrize("subcommand, classes", [("fit", (GRPOModule, PromptDataModule)),
+                                                 ("sft", (SFTModule, SketchDataModule))])
+def test_every_option_says_what_it_does(subcommand, classes):
+    """`fit --help` and `sft --help` show a sentence for every parameter of their module and data module and every
+    field of their config dataclasses: a new option without a docstring fails here."""
     with pytest.raises(Parser) as caught:
-        ParserOnly(args=["fit"])
-    fit = caught.value.args[0]._subcommands_action._name_parser_map["fit"]
-    helps = {a.dest: a.help for a in fit._actions}
-    titles = {g.dest: g.title for g in fit._action_groups if getattr(g, "dest", None)}
+        ParserOnly(args=[subcommand])
+    parser = caught.value.args[0]._subcommands_action._name_parser_map[subcommand]
+    helps = {a.dest: a.help for a in parser._actions}
+    titles = {g.dest: g.title for g in parser._action_groups if getattr(g, "dest", None)}
     undocumented = []
-    for prefix, cls in (("model", GRPOModule), ("data", PromptDataModule)):
+    for prefix, cls in zip(("model", "data"), classes):
         hints = typing.get_type_hints(cls.__init__)
         for name in list(inspect.signature(cls.__init__).parameters)[1:]:
             key = f"{prefix}.{name}"

@@ -161,6 +161,8 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
     assert metrics["val/gate_pass_rate"] == metrics["val/reward/gate"] == pytest.approx(sum(passed) / 4)
     assert metrics["val/reward/tokens"] == pytest.approx(sum(counts) / 4)
     assert metrics["val/reward"] == pytest.approx(sum(p * (0.1 + 0.5 * c) for p, c in zip(passed, counts)) / 4)
+    for key in ("reward", "gate_pass_rate", "reward/tokens"):  # the one subject's figures are the whole batch's
+        assert metrics[f"val/a-peach-hibiscus/{key}"] == pytest.approx(metrics[f"val/{key}"])
     assert setups == [torch.device("cpu")]  # set up for validate
     written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
     stems = [s for batch in written for s in batch.rollouts]
