@@ -133,8 +133,8 @@ def require_bitsandbytes(feature: str) -> None:
 
 
 def tiny_models():
-    """The offline stand-ins' model builder: the one way from the runtime into `lit_watercolour.offline`, taken only
-    for a config that asks for a `tiny` model (a real checkpoint never loads it)."""
+    """The offline stand-ins' model builder, loaded by name only for a config that asks for a `tiny` model: the
+    runtime imports nothing of `lit_watercolour.offline` (tests/test_imports.py) and a real checkpoint never loads it."""
     return importlib.import_module("lit_watercolour.offline.tiny_models")
 
 

@@ -25,6 +25,7 @@ SECTIONS = {"policy": ("policy.py", "PolicyConfig"), "sampling": ("sampling/base
             "grpo": ("update.py", "GRPOConfig"), "optim": ("update.py", "OptimConfig"),
             "threads": ("update.py", "ThreadsConfig"), "vllm": ("sampling/base.py", "VLLMConfig"),
             "render": ("sandbox/config.py", "RenderConfig")}
+CLI_SECTIONS = {"model", "data", "trainer"}  # `data.source` is a command line key, not lit_watercolour.data's
 # a citation of a README section: README, "Section" / README: Section / README.md#anchor; or a bare README
 README_CITE = re.compile(r"README(?:\.md)?(?:#([\w-]+)|, \"([^\"]+)\"|: ([A-Z][\w ]*\w))?")
 CODE = [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), *(ROOT / "scripts").rglob("*.sh"),
@@ -82,8 +83,9 @@ def stale_citations(text: str, where: Path) -> list[str]:
     stale += [m for m in MODULE.findall(text) if not module_exists(m.rstrip("."))]
     for dotted in SHORT.findall(text):
         head, rest = dotted.split(".", 1)
-        if dotted.startswith("lit_watercolour.") or not ((PACKAGE / head).is_dir() or (PACKAGE / f"{head}.py").is_file()):
-            continue  # checked above, or not this package's (torch.compile, metrics.csv, model.rewards)
+        if dotted.startswith("lit_watercolour.") or head in CLI_SECTIONS or not (
+                (PACKAGE / head).is_dir() or (PACKAGE / f"{head}.py").is_file()):
+            continue  # checked above, a command line key (data.seed), or not this package's (torch.compile)
         if "." not in rest and head in SECTIONS and rest in config_fields(head):
             continue
         if not module_exists(f"lit_watercolour.{dotted}") and not re.fullmatch(r"\w+\.(py|sh|yaml|md|json|jsonl)", dotted):
