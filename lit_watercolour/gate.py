@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 
-from lit_watercolour.records import CANVAS_RANGE, GateResult, RenderResult
+from lit_watercolour.records import CANVAS_RANGE, GateResult, RenderResult, sketch_words
 from lit_watercolour.sketch import analyse, decode_identifier_escapes, is_truncated
 
 BLANK_FRACTION = 0.005  # recipe: real sketches paint 2.6-5.0%, an errored one 0.07%
@@ -204,17 +204,18 @@ def gate(code: str | None, render: RenderResult | None) -> GateResult:
         return verdict
     if render is None:
         return _fail("infra_error", "the sketch was not rendered")
+    # what the page reports may hold the sketch's own words (its error, a name it reached for): quoted as data
     if render.infra_error:
-        return _fail("infra_error", render.error or "")
+        return _fail("infra_error", sketch_words(render.error))
     if render.timed_out:
-        return _fail("timeout", render.error or "timeout")
+        return _fail("timeout", render.error or "timeout")  # the pool's words
     if render.violations:
         kinds = {v.split(":", 1)[0] for v in render.violations}
         reason = next((r for k, r in _VIOLATION_REASON.items() if k in kinds), "dom")
-        return _fail(reason, ", ".join(render.violations))
+        return _fail(reason, f"the page recorded {sketch_words(', '.join(render.violations))}")
     if render.error:
         reason = "syntax_error" if render.error.startswith("SyntaxError") else "runtime_error"
-        return _fail(reason, render.error)
+        return _fail(reason, f"the sketch threw {sketch_words(render.error)}")
     if render.png is None:
         return _fail("runtime_error", "nothing was captured")
     bare = {k: v for k, v in render.calls.items() if k.startswith("p5.")}

@@ -10,6 +10,9 @@ group i // n); T tokens of the longest completion.
 from __future__ import annotations
 
 import io
+import json
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -22,6 +25,24 @@ if TYPE_CHECKING:  # annotations only: the renderer and the gate use these recor
     from lit_watercolour.sampling import SampleBatch
 
 CANVAS_RANGE = (256, 1024)  # the sides, in canvas units, a sketch's createCanvas may have
+SKETCH_WORDS_CHARS = 300  # the most characters of a sketch's own words (its error) that the gate repeats
+# Controls, format characters (bidirectional overrides and isolates, zero-width joiners), surrogates, line and paragraph separators
+_UNPRINTED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_SPACES = re.compile(r"\s+")
+
+
+def sketch_words(text: str | None, limit: int = SKETCH_WORDS_CHARS) -> str:
+    """What a sketch said (its error, what it reached for) as data the gate can repeat: unpaired surrogates
+    become U+FFFD, controls, bidirectional and other invisible format characters go (line breaks and tabs
+    become one space), it is cut to `limit` characters, and it is returned as one JSON string literal, its
+    quotes and backslashes escaped, so it stays on one line inside quotes that it cannot close: it reads as
+    a quotation, never as the gate's own words. Valid UTF-8 wherever it is written."""
+    text = (text or "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # pairs joined, lone ones replaced
+    text = "".join(" " if c.isspace() else c for c in text if c.isspace() or unicodedata.category(c) not in _UNPRINTED)
+    text = _SPACES.sub(" ", text).strip()
+    if len(text) > limit:
+        text = text[:limit - 1] + "\u2026"
+    return json.dumps(text, ensure_ascii=False)
 
 
 @dataclass
@@ -33,6 +54,7 @@ class RenderResult:
     console: list[str] = field(default_factory=list)  # console messages, capped
     elapsed_s: float = 0.0  # wall clock of pool.render, queueing excluded
     cpu_s: float = 0.0  # CPU time of the page's renderers and GPU process while it painted (alone on its browser)
+    waited_s: float = 0.0  # wall clock in which those processes neither ran nor queued for a core (alone on its browser)
     js_s: float = 0.0  # in-page time from sketch start to the done signal
     calls: dict[str, int] = field(default_factory=dict)  # "brush.fill" / "p5.ellipse" -> count
     painted_fraction: float = 0.0  # share of pixels far from the modal background colour

@@ -4,10 +4,11 @@
 (() => {
   "use strict";
   const realRaf = window.requestAnimationFrame.bind(window);
-  // A page gets a new document for each sketch (sandbox.pages): the tab's name and session storage,
-  // which a navigation keeps, start empty.
+  // A page gets a new document for each sketch (sandbox.pages): the tab's name, its session storage and
+  // its history entry's state, which a navigation to the same address keeps, start empty.
   window.name = "";
   sessionStorage.clear();
+  history.replaceState(null, "");
 
   // Mulberry32 streams in place of Math.random and for the sketch's crypto; harness.js reseeds both per render.
   const mulberry = () => {

@@ -81,9 +81,9 @@ def main() -> None:
                     help='vLLM: more `vllm.LLM` arguments, as JSON, e.g. \'{"max_num_seqs": 16}\'')
     ap.add_argument("--max-lora-rank", type=int, default=16, help="vLLM: VLLMConfig.max_lora_rank (the engine's LoRA width)")
     ap.add_argument("--sleep-level", type=int, choices=[1, 2], default=1, help="vLLM: VLLMConfig.sleep_level")
-    ap.add_argument("--fla-glue", choices=["on", "off", "both"], default="on",
+    ap.add_argument("--fla-glue", choices=["on", "off", "both"], default="off",
                     help="hf: Gated DeltaNet's conv and gated norm on fla's kernels (PolicyConfig.fla_glue); both: "
-                         "the hf sampler timed with it off ('hf:fla-glue-off') and on, turn about, on one model")
+                         "the hf sampler timed with it off ('hf') and on ('hf:fla-glue'), turn about, on one model")
     ap.add_argument("--logps", action="store_true",
                     help="the samplers also return the trainer's log-probs, as for num_iterations > 1 (vLLM: one more forward)")
     args = ap.parse_args()
@@ -112,10 +112,11 @@ def main() -> None:
                                  weight_sync=args.weight_sync, engine_kwargs=engine, adapter_dir=f"{tmp}/adapters")
         samplers = {b: build_sampler(sampling, model, tokenizer, b, vllm_config, need_logps=args.logps) for b in args.backends}
         if args.fla_glue == "both" and "hf" in samplers:  # the same sampler, the glue switched before each batch
-            samplers = {"hf:fla-glue-off" if b == "hf" else b: s for b, s in samplers.items()} | {"hf": samplers["hf"]}
-        if args.merge_adapter == "both" and "hf" in samplers:
+            samplers["hf:fla-glue"] = samplers["hf"]
+        if args.merge_adapter == "both" and "hf" in samplers:  # with the glue on under --fla-glue both
             samplers["hf:merged"] = build_sampler(replace(sampling, merge_adapter=True), model, tokenizer, "hf")
-        glue = {name: not name.endswith("fla-glue-off") for name in samplers}
+        glue = {name: args.fla_glue == "on" or name.endswith("fla-glue") or (args.fla_glue == "both" and name == "hf:merged")
+                for name in samplers}
         configs = {name: sampler.config for name, sampler in samplers.items()}
         prompt = chat_prompt(tokenizer, SUBJECT)
         runs: dict[str, list[dict]] = {b: [] for b in samplers}

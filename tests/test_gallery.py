@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from lit_watercolour.callbacks.gallery import contact_sheet, early_late_picture, write_gallery
+from lit_watercolour.callbacks.gallery import contact_sheet, early_late_picture, monitor_line, write_gallery
 from lit_watercolour.sandbox import chromium_executable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,8 @@ def run_gallery(tmp_path):
             entries.append({"step": step, "index": i, "subject": "a peach hibiscus", "reward": 0.5 + step / 100 if passed else 0.0,
                             "terms": {"gate": float(passed), "image_stats": 0.6 if passed else 0.0}, "gate": "ok" if passed else "blank_canvas",
                             "detail": "" if passed else "0.1% painted", "png": f"step_{step:05d}/{i:02d}.png" if png else None,
-                            "code": f"function setup() {{ /* step {step} painting {i} <&> */ }}"})
+                            "code": f"function setup() {{ /* step {step} painting {i} <&> */ }}",
+                            "monitors": f"text hits {step}"})
         contact_sheet(pngs, [str(i) for i in range(4)]).save(tmp_path / f"contact_step_{step:05d}.png")
     (tmp_path / "gallery.json").write_text(json.dumps(entries))
     return tmp_path, entries
@@ -95,3 +96,16 @@ def test_early_late_picture_and_rebuild_from_the_folder(run_gallery):
                           capture_output=True, text=True, timeout=900)  # a hang guard, never a speed bound
     assert done.returncode == 0, done.stderr
     assert (folder / "early_vs_late.png").exists() and 'id="step-12"' in (folder / "gallery.html").read_text()
+
+
+def test_each_snapshot_has_a_line_of_reward_hacking_monitors(run_gallery):
+    folder, entries = run_gallery
+    html = write_gallery(folder, entries).read_text()
+    for step in STEPS:
+        section = html[html.index(f'id="step-{step}"'):]
+        assert section.index(f"reward-hacking monitors: text hits {step}<") < section.index("class=card")
+    metrics = {"gate/reason_ok": 0.75, "gate/reason_text": 0.125, "gate/reason_timeout": 0.125, "gate/reason_dom": 0.0,
+               "gate/text_hits": 1.0, "reward/judge/order_disagreement": 0.0625, "reward/judge/win_rate": 0.4}
+    assert monitor_line(metrics) == ("gate reasons ok 75%, text 12%, timeout 12%; text hits 1; "
+                                     "judge order disagreement 0.062")
+    assert monitor_line({}) == "gate reasons none"  # a step that logged none of them

@@ -7,7 +7,7 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour.graph_decoding import GraphDecoder
 from lit_watercolour.kernels import linear_attention
-from lit_watercolour.kernels.linear_attention import FLAG, gated_deltanet_layers, use_fla_glue
+from lit_watercolour.kernels.linear_attention import FLAG, gated_deltanet_layers, marked, use_fla_glue
 from lit_watercolour.policy import PolicyConfig, load_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -21,7 +21,8 @@ def test_a_model_without_gated_deltanet_is_left_alone():
 def test_marked_layers_off_cuda_run_transformers_code(monkeypatch):
     import transformers.models.qwen3_5_moe.modeling_qwen3_5_moe as modeling
 
-    monkeypatch.setattr(modeling, "causal_conv1d_forward", modeling.causal_conv1d_forward)  # restored after the test
+    for name in ("causal_conv1d_fn", "causal_conv1d_update"):  # restored after the test
+        monkeypatch.setattr(modeling, name, getattr(modeling, name))
     model, tokenizer = load_policy(PolicyConfig(tiny="qwen3_5_moe", tiny_config={"num_layers": 4}, dtype="float32",
                                                 fla_glue=False))
     model.eval()
@@ -40,9 +41,19 @@ def test_marked_layers_off_cuda_run_transformers_code(monkeypatch):
     before = run()
     monkeypatch.setattr(linear_attention, "fla_available", lambda: True)  # as on a GPU node with fla installed
     assert use_fla_glue(model) is True
-    assert getattr(modeling.causal_conv1d_forward, FLAG) and all(getattr(m.conv1d, FLAG) and getattr(m.norm, FLAG)
-                                                                  for m in layers)
+    assert getattr(modeling.causal_conv1d_fn, FLAG) and getattr(modeling.causal_conv1d_update, FLAG)
+    assert all(marked(m.conv1d.weight.squeeze(1)) and getattr(m.norm, FLAG) for m in layers)  # the view layers pass
     after = run()
     for a, b in zip(before, after):
         assert torch.equal(a, b)
-    assert use_fla_glue(model, False) is False and not any(getattr(m.conv1d, FLAG) for m in layers)
+    assert use_fla_glue(model, False) is False and not any(marked(m.conv1d.weight.squeeze(1)) for m in layers)
+
+
+def test_a_modeling_module_without_the_convolution_functions_is_left_alone(monkeypatch):
+    """A transformers whose Gated DeltaNet module names its convolution otherwise: no glue, no error."""
+    import transformers.models.qwen3_5_moe.modeling_qwen3_5_moe as modeling
+
+    monkeypatch.delattr(modeling, "causal_conv1d_update")
+    monkeypatch.setattr(linear_attention, "fla_available", lambda: True)
+    model, _ = load_policy(PolicyConfig(tiny="qwen3_5_moe", dtype="float32", fla_glue=False))
+    assert use_fla_glue(model) is False and not hasattr(modeling.causal_conv1d_fn, FLAG)

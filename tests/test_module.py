@@ -94,7 +94,8 @@ def test_train_resume_and_publish(tmp_path, painter):
     metrics = (tmp_path / "a" / "logs" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
     for key in ["reward", "reward_std", "reward/gate/pass_rate", "reward/length/mean", "advantage/std", "loss", "kl",
                 "entropy", "clip_ratio/region_mean", "completions/mean_length", "completions/clipped_ratio",
-                "gate/pass_rate", "time/sampling_tokens_per_s", "time/render_wait_s", "time/scoring_s",
+                "gate/pass_rate", "gate/reason_ok", "gate/text_hits", "time/sampling_tokens_per_s",
+                "time/render_wait_s", "time/scoring_s",
                 "time/update_tokens_per_s", "grad_norm", "lr", "train/device/items_per_sec", "train/device/samples_per_sec"]:
         assert key in metrics, key  # the last two: Lightning's Throughput, in the step's row
     assert module.flops_per_batch > 0  # what that monitor's MFU divides, where it knows the device's peak

@@ -20,6 +20,7 @@ from lit_watercolour.gate import gate
 from lit_watercolour.sandbox import RenderPool, ThreadedRenderPool
 from lit_watercolour.sandbox import pool as pool_module
 from lit_watercolour.sandbox.browser import gpu_pid
+from lit_watercolour.sandbox.faults import SOLO_BACKSTOP
 from lit_watercolour.sandbox.threaded import CLOSE_BUDGET_S
 from processes import chromium_descendants
 from test_render import SMALL, own_processes
@@ -221,3 +222,29 @@ def test_browser_memory_is_capped_and_a_breach_is_the_sketch_s_own():
         assert result.error == "RangeError: Array buffer allocation failed"
         assert gate(hog, result).reason == "runtime_error"
         assert_own_results(pool.render_many([MARKED.format(index=3)], [0]), [3])
+
+
+PAINT = 'translate(-width / 2, -height / 2); brush.noStroke(); brush.fill("#3a6ea5", 170); brush.circle(128, 128, 60);'
+WAITING = {
+    "promise": "async function setup() { createCanvas(256, 256, WEBGL); await new Promise(() => {}); }\nfunction draw() { %s }" % PAINT,
+    "frame_rate": "function setup() { createCanvas(256, 256, WEBGL); frameRate(0.01); }\nfunction draw() { %s }" % PAINT,
+    "paint_then_wait": "async function setup() { createCanvas(256, 256, WEBGL); %s await { then() {} }; }" % PAINT,
+}
+
+
+def test_a_sketch_that_waits_ends_at_its_limit():
+    """Waiting uses no CPU, so a limit of CPU time alone let these hold their pages until the backstop
+    (SOLO_BACKSTOP x the limit); their waiting is counted as wall clock and they end when their own time (CPU
+    and waiting) reaches the limit. The time bound is generous: on a loaded box a waiting page's wake-ups queue
+    for a core too, and that queueing is not counted as waiting (a starved page's is not either)."""
+    limit = 6.0
+
+    async def waiting():
+        async with RenderPool(size=len(WAITING), browsers=len(WAITING), timeout_s=limit) as pool:
+            return await asyncio.gather(*(pool.render(code) for code in WAITING.values()))
+
+    for name, result in zip(WAITING, asyncio.run(waiting())):
+        verdict = gate(WAITING[name], result)
+        assert result.timed_out and verdict.reason == "timeout" and "waited" in verdict.detail, (name, result.error)
+        assert result.cpu_s + result.waited_s >= limit and result.waited_s > result.cpu_s, (name, result)  # its own time
+        assert result.waited_s <= result.elapsed_s < SOLO_BACKSTOP * limit, (name, result.elapsed_s)  # not the backstop

@@ -89,6 +89,7 @@ def test_content_judge_ranks_and_group_shares_references(pool_dir):
         s, m = judge.score(rollouts([blot(1), blot(40)], seed=3))
     assert s.tolist() == [1.0, 0.0]
     assert len(server.received) == 16  # 2 rollouts x 4 references x 2 orders
+    assert m["order_disagreement"] == 0.0  # a judge of the pictures alone answers both orders alike
 
 
 def scaled(png: bytes, side: int) -> bytes:
@@ -121,6 +122,7 @@ def test_position_biased_judge_scores_half(pool_dir):
         s, m = judge.score(rollouts([blot(1), blot(20), blot(60)]))
     assert s.tolist() == [0.5, 0.5, 0.5]
     assert m["first_position_rate"] == 1.0 and m["win_rate"] == 0.5
+    assert m["order_disagreement"] == 1.0  # every pair's two orders contradict each other
 
 
 def test_server_errors_are_retried_then_missing(pool_dir):
@@ -188,6 +190,19 @@ def test_partial_failures_drop_only_that_reference(pool_dir):
         s, metrics = judge.score(rollouts([cand]))
     assert s.tolist() == [pytest.approx(2 / 3)]
     assert metrics["failures"] == 1 and metrics["calls"] == 8 and len(server.received) == 8
+    assert metrics["order_disagreement"] == 0.0  # of the three references whose two orders were both answered
+
+
+def test_order_disagreement_is_the_share_of_answered_pairs_whose_orders_split():
+    """Per reference, (candidate first, reference first): the orders agree when the candidate wins or loses
+    both, disagree when one order's winner is the other's loser; a pair with an unanswered order is left out."""
+    judge = JudgeTerm(backend=None)
+    rows = [(["A", "B", "A", "A", "B", "B", None, "B"], []), (["B", "A", "B", "B"], [])]
+    s, m = judge.combine(rows)
+    # row 0: won both, split (A A), split (B B), unanswered; row 1: lost both, split (B B)
+    assert s.tolist() == [pytest.approx(2 / 3), 0.25]
+    assert m["order_disagreement"] == pytest.approx(3 / 5)
+    assert math.isnan(judge.combine([([None, "A"], [])]).metrics["order_disagreement"])
 
 
 def ink(png: bytes) -> float:

@@ -8,7 +8,7 @@ from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm, code_text, code_tokens, length_curve
 from lit_watercolour.gate import REASONS
 from lit_watercolour.rewards.base import RewardTerm
-from lit_watercolour.rewards.mix import RewardMix, mix_rewards
+from lit_watercolour.rewards.mix import RewardMix, gate_monitors, mix_rewards
 
 
 def test_mix_weights_passed_and_nan():
@@ -54,8 +54,21 @@ def test_gate_term_reasons():
     assert s.tolist() == [1.0, 0.0, 0.0, 0.0]
     assert term.weight == 0.05 and term.name == "gate"
     assert metrics["pass_rate"] == 0.25
-    assert metrics["fail/blank_canvas"] == 0.5 and metrics["fail/runtime_error"] == 0.25
     assert {g.reason for g in gates} <= set(REASONS)
+
+
+def test_the_mix_logs_every_gate_reason_and_the_text_hits():
+    """Reward-hacking monitors: each reason's share of the step (every reason a column, zero or not) and the
+    count of verdicts the text check refused."""
+    gates = [GateResult(True, "ok"), GateResult(False, "text"), GateResult(False, "text"), GateResult(False, "timeout")]
+    rollouts = [Rollout("p", "", 0, 0, code="", gate=g) for g in gates]
+    mix = RewardMix([GateTerm()])
+    _, _, metrics = mix.mix(rollouts, {"gate": mix.score_term(mix.terms[0], rollouts)})
+    assert metrics["gate/text_hits"] == 2.0
+    assert metrics["gate/reason_ok"] == 0.25 and metrics["gate/reason_text"] == 0.5 and metrics["gate/reason_timeout"] == 0.25
+    assert {f"gate/reason_{name}" for name in REASONS} <= set(metrics)
+    assert sum(v for k, v in metrics.items() if k.startswith("gate/reason_")) == pytest.approx(1.0)
+    assert gate_monitors([Rollout("p", "", 0, 0, gate=GateResult(True, "ok"))])["gate/text_hits"] == 0.0
 
 
 class Parts(RewardTerm):

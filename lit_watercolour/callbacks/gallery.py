@@ -7,7 +7,8 @@ failure), the renders and their code in `step_NNNNN/`, and an entry per painting
 still leaves one behind. It is one file that opens offline, for the people who look at paintings: the
 earliest and latest snapshots side by side, then every snapshot, each painting (inlined as a JPEG
 thumbnail) beside its reward terms and code; `early_vs_late.png` is the first and last contact sheet
-side by side. Curves are the logger's (metrics.csv, TensorBoard), in the version folder above the gallery. Every step's
+side by side. Each snapshot has a line of the step's reward-hacking monitors (`monitor_line`). Curves are the
+logger's (metrics.csv, TensorBoard), in the version folder above the gallery. Every step's
 renders are also kept beside the run's `rollouts.jsonl` (`renders/step_NNNNN/`), for
 `scripts/export_rollouts.py`.
 `python -m lit_watercolour.callbacks.gallery RUN/gallery` rebuilds both from gallery.json.
@@ -99,6 +100,7 @@ class RenderGallery(pl.Callback):
         step_dir = out / f"step_{step:05d}"
         step_dir.mkdir(parents=True, exist_ok=True)
         rewards = step_result.rewards.tolist()
+        monitors = monitor_line(step_result.metrics)
         labels = []
         for i, r in enumerate(rollouts):
             labels.append(rollout_label(rewards[i], r.gate.passed, r.gate.reason))
@@ -110,7 +112,7 @@ class RenderGallery(pl.Callback):
             self.entries.append({
                 "step": step, "index": i, "subject": r.prompt, "reward": rewards[i], "terms": terms,
                 "gate": r.gate.reason, "detail": r.gate.detail, "png": f"step_{step:05d}/{i:02d}.png" if png else None,
-                "code": r.code or r.completion,
+                "code": r.code or r.completion, "monitors": monitors,
             })
             if step_result.batch.turn1 is not None:  # two turns: the first sketch and what it was told
                 self.entries[-1]["turn1"] = first_turn(step_result.batch.turn1, i, step_dir)
@@ -133,6 +135,19 @@ def first_turn(turn1, i: int, step_dir: Path) -> dict:
         (step_dir / f"{i:02d}_turn1.png").write_bytes(png)
     return {"reward": float(turn1.rewards[i]), "gate": r.gate.reason, "detail": r.gate.detail,
             "png": f"{step_dir.name}/{i:02d}_turn1.png" if png else None, "code": r.code or r.completion}
+
+
+def monitor_line(metrics: dict[str, float]) -> str:
+    """The step's reward-hacking monitors in one line: the gate's reasons (`gate/reason_<name>`, largest share
+    first), the text detector's hits (`gate/text_hits`) and the judge's disagreement between the two orders of
+    its pairs (`reward/<judge>/order_disagreement`); what the step did not log is left out."""
+    reasons = sorted(((k.removeprefix("gate/reason_"), v) for k, v in metrics.items() if k.startswith("gate/reason_") and v > 0),
+                     key=lambda kv: -kv[1])
+    parts = ["gate reasons " + (", ".join(f"{name} {v:.0%}" for name, v in reasons) or "none")]
+    if "gate/text_hits" in metrics:
+        parts.append(f"text hits {metrics['gate/text_hits']:.0f}")
+    parts += [f"judge order disagreement {fmt(v)}" for k, v in metrics.items() if k.startswith("reward/") and k.endswith("/order_disagreement")]
+    return "; ".join(parts)
 
 
 def fmt(x: float | None) -> str:
@@ -190,6 +205,7 @@ STYLE = (
     ".terms{width:210px;flex:none}.terms ul{padding-left:18px;margin:4px 0}"
     ".code{flex:1;height:256px;overflow:auto;background:#f6f6f6;margin:0;font-size:11px}"
     ".none{width:256px;height:256px;background:#ccc;flex:none}.none.small{width:160px;height:160px}"
+    ".monitors{color:#555;margin:0 0 8px}"
     ".feedback{background:#fff8e6;margin:0;padding:6px;font-size:12px;white-space:pre-wrap}"
 )
 
@@ -207,7 +223,9 @@ def write_gallery(folder: Path, entries: list[dict]) -> Path:
         parts.append(f"<h2>Every snapshot</h2><nav>{nav}</nav>")
         for s in reversed(steps):
             cards = "".join(card(e, folder) for e in by_step[s])
-            parts.append(f'<section id="step-{s}"><h2>step {s}: {snapshot_summary(by_step[s])}</h2>{cards}</section>')
+            monitors = by_step[s][0].get("monitors")  # galleries written before the monitors have none
+            line = f'<p class=monitors>reward-hacking monitors: {html.escape(monitors)}</p>' if monitors else ""
+            parts.append(f'<section id="step-{s}"><h2>step {s}: {snapshot_summary(by_step[s])}</h2>{line}{cards}</section>')
     path = folder / "gallery.html"
     path.write_text(f"<!doctype html><html lang=en><meta charset=utf-8><title>lit-watercolour gallery</title>"
                     f"<style>{STYLE}</style><body>{''.join(parts)}</body></html>", encoding="utf-8")

@@ -8,11 +8,12 @@ as Triton kernels with their backward: `causal_conv1d` on the projections' own [
 `causal_conv1d_update` for a decoding step on the same [B, D, W] state transformers' caches keep, and
 `rms_norm_gated` (norm, weight and SiLU gate in one pass).
 
-`use_fla_glue(model)` marks the model's Gated DeltaNet layers to run them. The convolution is a function of the
-modeling module (transformers resolves it once, at import), so the module's `causal_conv1d_forward` becomes a
-dispatcher that sends a marked layer's convolution to fla and any other (another model in the process, tensors off
-CUDA, packed sequences, a prefill into a cache) to transformers' own; the norm is swapped per layer. Off CUDA, or
-without fla, nothing changes.
+`use_fla_glue(model)` marks the model's Gated DeltaNet layers to run them. The convolution is a pair of functions of
+the modeling module (`causal_conv1d_fn`, `causal_conv1d_update`: transformers resolves them once, at import, and
+every version since 5.17 calls them with the layer's conv weight), so each becomes a dispatcher that sends a marked
+layer's call (its weight's parameter carries the mark) to fla and any other (another model in the process, tensors
+off CUDA, packed sequences) to transformers' own; the norm is swapped per layer. Off CUDA, without fla, or with a
+transformers whose modeling module lacks those functions, nothing changes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 
 import torch
 
-FLAG = "_fla_glue"  # set on a marked layer's conv1d and norm
+FLAG = "_fla_glue"  # set on a marked layer's conv weight and norm
 
 
 def fla_available() -> bool:
@@ -37,59 +38,75 @@ def gated_deltanet_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 def use_fla_glue(model: torch.nn.Module, enabled: bool = True) -> bool:
     """Mark (or with `enabled` False unmark) `model`'s Gated DeltaNet layers to run their convolution and gated norm
-    on fla's kernels where their tensors are on CUDA; False where the model has no such layer or fla is missing."""
+    on fla's kernels where their tensors are on CUDA; False where the model has no such layer, fla is missing or
+    transformers' modeling module has no convolution functions to dispatch."""
     layers = gated_deltanet_layers(model)
-    if not layers or (enabled and not fla_available()):
+    modules = {sys.modules[type(layer).__module__] for layer in layers}
+    if not layers or (enabled and not (fla_available() and all(map(install_dispatchers, modules)))):
         return False
     for layer in layers:
-        if enabled:
-            install_dispatcher(sys.modules[type(layer).__module__])
-        setattr(layer.conv1d, FLAG, enabled)
+        setattr(layer.conv1d.weight, FLAG, enabled)
         setattr(layer.norm, FLAG, enabled)
         if enabled and "forward" not in vars(layer.norm):
             layer.norm.forward = gated_norm_forward(layer.norm)
     return enabled
 
 
-def install_dispatcher(modeling) -> None:
-    """The modeling module's `causal_conv1d_forward` replaced, once, by `conv_dispatcher` over the original."""
-    original = modeling.causal_conv1d_forward
-    if getattr(original, FLAG, False):
-        return
-    dispatcher = conv_dispatcher(original)
-    setattr(dispatcher, FLAG, True)
-    modeling.causal_conv1d_forward = dispatcher
+def install_dispatchers(modeling) -> bool:
+    """The modeling module's `causal_conv1d_fn` and `causal_conv1d_update` replaced, once, by dispatchers over the
+    originals; False where it has not both."""
+    originals = [getattr(modeling, name, None) for name in ("causal_conv1d_fn", "causal_conv1d_update")]
+    if not all(map(callable, originals)):
+        return False
+    for name, original, dispatcher in zip(("causal_conv1d_fn", "causal_conv1d_update"), originals,
+                                          (conv_dispatcher, update_dispatcher)):
+        if not getattr(original, FLAG, False):
+            wrapped = dispatcher(original)
+            setattr(wrapped, FLAG, True)
+            setattr(modeling, name, wrapped)
+    return True
+
+
+def marked(weight: torch.Tensor) -> bool:
+    """Whether a call's conv weight (the layer's parameter, or the [D, W] view of it the layer passes) is a marked
+    layer's."""
+    return getattr(weight if weight._base is None else weight._base, FLAG, False)
 
 
 def conv_dispatcher(original):
-    """transformers' `causal_conv1d_forward(conv1d, hidden_states [B, D, T], cache, layer_idx, activation, ...)`: fla's
-    kernels for a marked conv1d on CUDA with no cache (training, log-probs) or a one-token step on a cache's
-    contiguous state (decoding); transformers' own otherwise."""
+    """transformers' `causal_conv1d_fn(hidden_states [B, D, T], weight [D, W], bias, activation)`: fla's `causal_conv1d`
+    for a marked layer (no initial state: the caller prepends a cache's), transformers' own otherwise."""
 
-    def causal_conv1d_forward(conv1d, hidden_states, cache, layer_idx, activation=None, state_idx=0, **kwargs):
-        packed = kwargs.get("cu_seq_lens_q") is not None or kwargs.get("seq_idx") is not None
-        if not getattr(conv1d, FLAG, False) or not hidden_states.is_cuda or packed:
-            return original(conv1d, hidden_states, cache, layer_idx, activation=activation, state_idx=state_idx, **kwargs)
-        from fla.modules.causal_conv1d import causal_conv1d, causal_conv1d_update
+    def causal_conv1d_fn(hidden_states, weight, bias=None, activation=None, **kwargs):
+        packed = kwargs.get("cu_seqlens") is not None or kwargs.get("seq_idx") is not None
+        if packed or not (hidden_states.is_cuda and marked(weight)):
+            return original(hidden_states, weight, bias, activation=activation, **kwargs)
+        from fla.modules.causal_conv1d import causal_conv1d
 
-        weight = conv1d.weight.squeeze(1)  # [D, W]
         x = hidden_states.transpose(1, 2).to(weight.dtype)  # [B, T, D]: the projections' own layout, no copy
-        if cache is None:
-            y, _ = causal_conv1d(x=x if x.stride(-1) == 1 else x.contiguous(), weight=weight, bias=conv1d.bias,
-                                 activation=activation)
-            return y.transpose(1, 2).to(hidden_states.dtype)
-        state = cache.get_conv_state(layer_idx, state_idx=state_idx)
-        one_step = (state is not None and x.shape[1] == 1 and not cache.is_recording_past(layer_idx)
-                    and state.is_contiguous() and state.shape[-1] == weight.shape[-1])
-        if not one_step:  # a prefill: the cache's own state handling
-            return original(conv1d, hidden_states, cache, layer_idx, activation=activation, state_idx=state_idx, **kwargs)
-        cache.increase_count(layer_idx, state_idx)
-        y, _ = causal_conv1d_update(x=x, cache=state, weight=weight, bias=conv1d.bias, activation=activation)
+        y, _ = causal_conv1d(x=x if x.stride(-1) == 1 else x.contiguous(), weight=weight, bias=bias,
+                             activation=activation)
         return y.transpose(1, 2).to(hidden_states.dtype)
 
-    return causal_conv1d_forward
+    return causal_conv1d_fn
 
 
+def update_dispatcher(original):
+    """transformers' `causal_conv1d_update(hidden_states [B, D, 1], conv_state [B, D, W], weight, bias, activation)`, one
+    decoding step that shifts the state in place: fla's `causal_conv1d_update` (the same state layout) for a marked
+    layer with a contiguous state, transformers' own otherwise."""
+
+    def causal_conv1d_update(hidden_states, conv_state, weight, bias=None, activation=None):
+        one_step = hidden_states.shape[-1] == 1 and conv_state.is_contiguous() and conv_state.shape[-1] == weight.shape[-1]
+        if not (one_step and hidden_states.is_cuda and marked(weight)):
+            return original(hidden_states, conv_state, weight, bias, activation)
+        from fla.modules.causal_conv1d import causal_conv1d_update as fla_update
+
+        y, _ = fla_update(x=hidden_states.transpose(1, 2).to(weight.dtype), cache=conv_state, weight=weight, bias=bias,
+                          activation=activation)
+        return y.transpose(1, 2).to(hidden_states.dtype)
+
+    return causal_conv1d_update
 def gated_norm_forward(norm: torch.nn.Module):
     """`norm`'s forward (transformers' `RMSNormGated`: rms_norm(x) * weight * silu(gate)) through fla's fused kernel
     while it is marked and its input is on CUDA, else its class's own."""

@@ -11,7 +11,8 @@ from lit_watercolour.records import Rollout
 class GateTerm(RewardTerm):
     """Reads the verdict already stored on each rollout (`rollout.gate`); it judges nothing itself.
 
-    Metrics: `pass_rate` and `fail/<reason>`, the fraction of the batch failing for each reason.
+    Metrics: `pass_rate`. How many fail for each reason is the mix's `gate/reason_<name>`, logged whatever
+    the terms (`rewards.mix.gate_monitors`).
     """
 
     name = "gate"
@@ -25,12 +26,7 @@ class GateTerm(RewardTerm):
             raise ValueError("GateTerm needs rollout.gate set on every rollout")
         scores = torch.tensor([1.0 if r.gate.passed else 0.0 for r in rollouts], dtype=torch.float32)
         metrics = summary_metrics(scores)
-        n = max(len(rollouts), 1)
         metrics["pass_rate"] = metrics.pop("mean")
-        for r in rollouts:
-            if not r.gate.passed:
-                key = f"fail/{r.gate.reason}"
-                metrics[key] = metrics.get(key, 0.0) + 1.0 / n
         return TermScores(scores, metrics)
 
     def feedback(self, rollout: Rollout, score: float) -> dict[str, float]:

@@ -181,6 +181,7 @@ class JudgeTerm(RewardTerm):
     def combine(self, rows: list[tuple[list[str | None], list[CallRecord]]]) -> TermScores:
         per_rollout: list[list[float]] = [[] for _ in rows]
         wins = resolved = first_wins = 0
+        split = pairs = 0  # references whose two orders were both answered; of them, those the orders split
         for i, (verdicts, _) in enumerate(rows):
             for first, second in zip(verdicts[::2], verdicts[1::2]):
                 for verdict, cand in ((first, "A"), (second, "B")):
@@ -191,6 +192,8 @@ class JudgeTerm(RewardTerm):
                 s = reference_score(first, second)
                 if s is not None:
                     per_rollout[i].append(s)
+                    pairs += 1
+                    split += s == 0.5
         scores = torch.tensor([sum(s) / len(s) if s else math.nan for s in per_rollout], dtype=torch.float32)
         m = summary_metrics(scores)
         calls = [c for _, row_calls in rows for c in row_calls]
@@ -198,6 +201,8 @@ class JudgeTerm(RewardTerm):
         m.update({
             "win_rate": wins / resolved if resolved else math.nan,
             "first_position_rate": first_wins / resolved if resolved else math.nan,  # 0.5 = no position bias
+            # a monitor: a judge that reads the picture's words as instructions, or answers by position, contradicts itself
+            "order_disagreement": split / pairs if pairs else math.nan,
             "calls": float(len(calls)),
             "failures": float(sum(not c.ok for c in calls)),
             "retries": float(sum(c.attempts - 1 for c in calls)),

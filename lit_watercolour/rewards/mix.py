@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from lit_watercolour.gate import REASONS
 from lit_watercolour.records import Rollout
 from lit_watercolour.rewards.base import RewardTerm, TermScores
 
@@ -32,6 +33,17 @@ def mix_rewards(scores: dict[str, torch.Tensor], weights: dict[str, float], pass
     for name, s in scores.items():
         total = total + float(weights[name]) * s.to(torch.float32)
     return torch.where(passed, total, torch.zeros_like(total))
+
+
+def gate_monitors(rollouts: list[Rollout]) -> dict[str, float]:
+    """Reward-hacking monitors of the gate, per step: `gate/reason_<name>`, the fraction of the rollouts whose
+    verdict has each reason (every reason, `ok` included, so each is a column of every step), and
+    `gate/text_hits`, how many verdicts are `text` (words written or painted where a judge would read them)."""
+    n = max(len(rollouts), 1)
+    counts = dict.fromkeys(REASONS, 0)
+    for r in rollouts:
+        counts[r.gate.reason] = counts.get(r.gate.reason, 0) + 1
+    return {**{f"gate/reason_{name}": c / n for name, c in counts.items()}, "gate/text_hits": float(counts["text"])}
 
 
 class RewardMix:
@@ -79,6 +91,7 @@ class RewardMix:
         infra = torch.tensor([r.render is not None and r.render.infra_error for r in rollouts])
         rewards = torch.where(infra, torch.full_like(rewards, math.nan), rewards)
         metrics["gate/pass_rate"] = passed.float().mean().item()
+        metrics.update(gate_monitors(rollouts))
         metrics["render/infra_error_frac"] = infra.float().mean().item()
         return rewards, scores, metrics
 

@@ -21,7 +21,8 @@ class RenderConfig:
     """Pixels per canvas unit of the capture: 0.5 paints a 512 sketch as a 256x256 image, a cheaper
     render for scorers that look at 256 px anyway."""
     timeout_s: float = 60.0
-    """Limit of one render: CPU seconds of its own renderer and GPU process (see sandbox.faults)."""
+    """Limit of one render: CPU seconds of its own renderer and GPU process while it works, wall-clock
+    seconds while it waits (see sandbox.faults)."""
     max_frames: int = 5
     """Animated sketches are stopped after this many draw() frames."""
     executable_path: str | None = None

@@ -2,9 +2,12 @@
 
 The rules, in order:
 - A sketch alone on its browser (no other page painting there at any moment of its render: the
-  default on SwiftShader, one browser per page) is judged by its own CPU time: the renderers' and
-  the GPU process's user + system time (sandbox.processes). It is a `timeout` when that reaches the
-  limit, or when the wall clock reaches SOLO_BACKSTOP times the limit.
+  default on SwiftShader, one browser per page) is judged by its own time: the renderers' and the
+  GPU process's user + system time while it works, and the wall clock while it waits, that is while
+  none of their threads runs or queues for a core (a promise that never settles, a frame rate near
+  zero; sandbox.processes). It is a `timeout` when that reaches the limit (one that is mostly waiting
+  says so), or when the wall clock reaches SOLO_BACKSTOP times the limit (a render the machine's load
+  starves of CPU: it queues, so it never counts as waiting).
 - A render that ran past its limit beside other pages of its browser, or alone on a browser whose
   GPU process then fails a canary (sandbox.browser.gpu_answers), whose page crashed, or whose browser's GPU process was replaced while
   it painted, may have been hurt by its neighbours (a shader that starves the shared GPU process, a

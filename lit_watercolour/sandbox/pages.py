@@ -11,6 +11,11 @@ libraries are not compiled again. Work still running blocks that navigation: a r
 not finish in RENEW_TIMEOUT_S fails, and the pool then closes the whole context, renderer and all.
 The back-forward cache, which would keep the old document, is off (sandbox.browser). Any page
 whose render was not clean has its whole context closed.
+
+Nothing a sketch stores outlives it: a renewed page's origin has all its stored data (local storage,
+IndexedDB, cookies, caches, file systems, ...) erased by the browser once the old document is gone
+and before the next sketch runs (`Storage.clearDataForOrigin`), and the prelude empties the tab's
+session storage and name; a page that is not renewed goes with its context.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
 
 from lit_watercolour.sandbox.browser import CLOSE_TIMEOUT_S, BrowserHandle
 from lit_watercolour.sandbox.faults import PageCrashed
@@ -54,6 +59,7 @@ class WarmPage:
     violations: list[str]  # requests the router refused, seen outside the page
     owner: BrowserHandle
     destroyed: list[str] = field(default_factory=list)  # frames navigated away after load
+    cdp: CDPSession | None = None  # the page's DevTools session, opened at its first renewal
     loaded: bool = False  # the sandbox document is in; a later request for it is the sketch's
 
 
@@ -105,10 +111,18 @@ async def _new_document(warm: WarmPage) -> None:
 
 
 async def renew(warm: WarmPage) -> WarmPage:
-    """The used page navigated to a new sandbox document (the old one, and all it scheduled, discarded);
-    fails after RENEW_TIMEOUT_S when the old document still runs work that blocks the navigation."""
+    """The used page navigated to a new sandbox document (the old one, and all it scheduled, discarded)
+    and its origin's stored data erased; fails after RENEW_TIMEOUT_S when the old document still runs
+    work that blocks the navigation."""
     if not warm.crashed.done():
         warm.crashed.cancel()
     warm.crashed = asyncio.get_running_loop().create_future()
-    await asyncio.wait_for(_new_document(warm), RENEW_TIMEOUT_S)
+
+    async def fresh() -> None:
+        await _new_document(warm)
+        if warm.cdp is None:
+            warm.cdp = await warm.context.new_cdp_session(warm.page)
+        await warm.cdp.send("Storage.clearDataForOrigin", {"origin": ORIGIN, "storageTypes": "all"})
+
+    await asyncio.wait_for(fresh(), RENEW_TIMEOUT_S)
     return warm

@@ -33,7 +33,8 @@ from lit_watercolour.sandbox.processes import CpuClock
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.1  # how often a render alone on its browser has its CPU time read past the limit
+WATCH_S = 0.25  # the least time between two readings of a render's time: the most it runs past its limit, closing aside
+PACE = 4.0  # cores a page may keep busy at once: its time is read again when, at this pace, it could reach its limit
 
 
 class RenderPool:
@@ -316,21 +317,34 @@ class RenderPool:
 
     async def _paint(self, warm: WarmPage, code: str, seed: int, timeout_s: float, clock: CpuClock | None, lane: Lane | None = None) -> RenderResult:
         """Run the sketch on a warm page. Beside other pages of its browser (`lane.shared`): cut
-        off after `timeout_s` of wall clock. Alone: when its CPU time reaches `timeout_s`, or at
-        the backstop. Raises PageCrashed, or RuntimeError when the browser died."""
+        off after `timeout_s` of wall clock. Alone: when its own time (CPU while it works, wall
+        clock while it waits) reaches `timeout_s`, or at the backstop. Raises PageCrashed, or
+        RuntimeError when the browser died."""
         start = time.monotonic()
         options = {"code": code, "seed": seed & 0x7FFFFFFF, "maxFrames": self.config.max_frames, "minSide": self.canvas[0],
                    "maxSide": self.canvas[1], "density": self.config.pixel_density}
         run = asyncio.ensure_future(warm.page.evaluate("(options) => __lw.run(options)", options))
         watched = {run, warm.crashed, warm.owner.disconnected}
-        done, _ = await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        # the processes' CPU time is read only once the wall clock is past the limit (a cheap first bound)
-        while not done and clock is not None and not (lane and lane.shared) and clock.cpu_s() < timeout_s and clock.wall_s() < SOLO_BACKSTOP * timeout_s:
-            done, _ = await asyncio.wait(watched, timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
-        cpu_s = clock.cpu_s() if clock is not None else 0.0
+
+        def until_next_reading() -> float:
+            """Seconds to let the sketch run before its time is read again; 0 once its time is over."""
+            if clock is None or (lane is not None and lane.shared):
+                return max(0.0, timeout_s - (time.monotonic() - start))
+            clock.tick()
+            left, backstop = timeout_s - clock.own_s(), SOLO_BACKSTOP * timeout_s - clock.wall_s()
+            return 0.0 if left <= 0 or backstop <= 0 else max(WATCH_S, min(left / PACE, backstop))
+
+        done = set()
+        while not done and (pause := until_next_reading()) > 0:
+            done, _ = await asyncio.wait(watched, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
+        cpu_s, waited_s = (clock.cpu_s(), clock.waited_s()) if clock is not None else (0.0, 0.0)
         if not done:
             run.cancel()
-            return RenderResult(png=None, error="timeout", elapsed_s=time.monotonic() - start, cpu_s=cpu_s, timed_out=True)
+            error = "timeout" if waited_s <= cpu_s else (
+                f"timeout: the sketch waited {waited_s:.1f} s of its {timeout_s:g} s limit, doing nothing (a promise "
+                "that never settles, a frame rate near zero); its time runs while it waits")
+            return RenderResult(png=None, error=error, elapsed_s=time.monotonic() - start, cpu_s=cpu_s, waited_s=waited_s,
+                                timed_out=True)
         if run not in done and warm.owner.disconnected in done:
             run.cancel()
             raise RuntimeError("browser died mid-render")
@@ -344,8 +358,11 @@ class RenderPool:
                 raise  # the page died by itself
             # the sketch navigated or was cut off by the router: its own doing, not retried
             violations = set(warm.violations) | ({"dom:navigation"} if warm.destroyed or navigated(str(exc)) else set())
-            return RenderResult(png=None, error=f"{exc}"[:500], elapsed_s=time.monotonic() - start, cpu_s=cpu_s, violations=sorted(violations))
-        return from_report(report, time.monotonic() - start, cpu_s, warm.violations)
+            return RenderResult(png=None, error=f"{exc}"[:500], elapsed_s=time.monotonic() - start, cpu_s=cpu_s,
+                                waited_s=waited_s, violations=sorted(violations))
+        result = from_report(report, time.monotonic() - start, cpu_s, warm.violations)
+        result.waited_s = waited_s
+        return result
 
     async def _render_alone(self, code: str, seed: int, timeout_s: float, why: str) -> RenderResult:
         """The deciding run of a sketch that failed beside others: its own fresh browser, one page."""

@@ -1,9 +1,15 @@
-"""Process control: a render's time as the CPU time of its own processes, and killing what a
-browser leaves behind.
+"""Process control: a render's time as the CPU time of its own processes, the time it spent waiting,
+and killing what a browser leaves behind.
 
 A page alone on its browser owns that browser's renderers and GPU process, so the CPU they burn
 while it paints is its cost: user + system time of every thread, read from /proc/<pid>/stat. A
 loaded machine stretches the wall clock, never this time, and waiting on a busy core adds nothing.
+
+A sketch that waits (a promise that never settles, a frame rate near zero) burns no CPU, so its
+waiting is counted apart: from each thread's time on a core and time runnable in the kernel's run
+queue (/proc/<pid>/task/<tid>/schedstat), the part of the wall clock in which no thread of the
+processes ran or wanted to run. A starved page wants to run all the time, so load never counts as
+waiting; a page that waits wants nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import time
 from collections.abc import Sequence
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+SCHEDSTAT = os.path.exists("/proc/self/schedstat")  # the kernel keeps each thread's run-queue time
 
 
 def cpu_seconds(pid: int) -> float:
@@ -26,19 +33,61 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
 
 
+def thread_demand(pid: int) -> dict[int, float]:
+    """Seconds each thread of a process has spent on a core or runnable in the run queue, by thread id
+    ({} once the process is gone)."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                on_cpu, queued = f.read().split()[:2]
+        except (OSError, ValueError):  # the thread has exited
+            continue
+        found[int(tid)] = (int(on_cpu) + int(queued)) / 1e9
+    return found
+
+
 class CpuClock:
-    """The CPU time a set of processes spent since the clock started, and the wall clock beside it."""
+    """The CPU time a set of processes spent since the clock started, the wall clock beside it, and the
+    time they waited (`tick`, `waited_s`)."""
 
     def __init__(self, pids: Sequence[int]) -> None:
         self.pids = list(pids)
-        self.start = time.monotonic()
+        self.start = self.ticked = time.monotonic()
         self.base = {pid: cpu_seconds(pid) for pid in self.pids}
+        self.demand: dict[tuple[int, int], float] = {}  # (pid, tid) -> its demand at the last tick
+        self.waited = 0.0
+        self.tick()  # the threads' demand so far, the base of the next tick
+        self.waited = 0.0
 
     def cpu_s(self) -> float:
         return sum(max(0.0, cpu_seconds(pid) - self.base[pid]) for pid in self.pids)
 
     def wall_s(self) -> float:
         return time.monotonic() - self.start
+
+    def tick(self) -> None:
+        """Counts as waiting the part of the wall clock since the last tick that the processes' threads neither
+        ran nor queued for: the interval less their demand in it (several threads busy at once make it none)."""
+        now, used = time.monotonic(), 0.0
+        for pid in self.pids if SCHEDSTAT else ():
+            for tid, seconds in thread_demand(pid).items():
+                used += seconds - self.demand.get((pid, tid), 0.0)  # a thread started since the last tick: all of it
+                self.demand[(pid, tid)] = seconds
+        self.waited += max(0.0, now - self.ticked - used)
+        self.ticked = now
+
+    def waited_s(self) -> float:
+        """Wall-clock seconds of waiting; 0 where the kernel keeps no run-queue time (no wait is then told from load)."""
+        return self.waited if SCHEDSTAT else 0.0
+
+    def own_s(self) -> float:
+        """The page's own time: CPU while it works, wall clock while it waits."""
+        return self.cpu_s() + self.waited_s()
 
 
 def process_group(pid: int | None) -> int | None:

@@ -90,9 +90,17 @@ def moe_grads(out: Path, limit_s: float) -> list[dict]:
     ref_logps, ref = pass_(False)
     logps, grads = pass_(True)
     worst = max((float((grads[n] - g).norm() / g.norm().clamp_min(1e-12)), n) for n, g in ref.items())
+    seconds = {}
+    for on in (False, True, False, True):  # each warmed up above; the second of each counts
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        pass_(on)
+        torch.cuda.synchronize()
+        seconds[on] = round(time.perf_counter() - start, 4)
     row = {"section": "moe-grads", "logp_max_abs_diff": round(float((logps - ref_logps).abs().max()), 5),
            "grad_max_rel_err": round(worst[0], 5), "worst_param": worst[1], "lora_params": len(ref),
-           "within_bf16_tolerance": worst[0] < 3e-2}  # tests/test_experts.py's bf16 tolerance
+           "within_bf16_tolerance": worst[0] < 3e-2,  # tests/test_experts.py's bf16 tolerance
+           "fwd_bwd_s_glue_off": seconds[False], "fwd_bwd_s_glue_on": seconds[True]}
     print(json.dumps(row), flush=True)
     return [row]
 
@@ -102,7 +110,7 @@ def sections(args) -> dict:
     vllm_after = json.dumps(args.vllm_4b)
     return {
         "moe-update": [py, "scripts/bench_step.py", "--preset", "qwen3.5-moe-3b", "--completion-length", "8192",
-                       "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour"],
+                       "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour:fla=1"],
         "moe-decode": [py, "scripts/bench_sampler.py", "--preset", "qwen3.5-35b-a3b-8layers", "--device", "cuda",
                        "--dtype", "bfloat16", "--backends", "hf", "--max-completion-length", "1024", "--min-tokens",
                        "1024", "--repeats", "2", "--fla-glue", "both", "--merge-adapter", "both"],
@@ -120,8 +128,9 @@ def summarise(name: str, lines: list[dict]) -> list[str]:
     rows = []
     for r in lines:
         if name == "moe-grads":
-            rows.append(f"| moe-grads | glue off vs on | logp max diff {r['logp_max_abs_diff']}, grad max rel err "
-                        f"{r['grad_max_rel_err']} ({r['worst_param']}) | | |")
+            rows.append(f"| moe-grads | glue off vs on | | fwd+bwd {r['fwd_bwd_s_glue_off']} s vs {r['fwd_bwd_s_glue_on']} s; "
+                        f"logp max diff {r['logp_max_abs_diff']}, grad max rel err {r['grad_max_rel_err']} "
+                        f"({r['worst_param']}) | |")
         elif name == "moe-update" and "update_tokens_per_s" in r:
             rows.append(f"| moe-update | {r['name']} | {r['update_tokens_per_s']:.0f} tokens/s | fwd+bwd "
                         f"{r['update_fwd_bwd_s']:.2f} s, first step {r.get('first_step_s')} s, grad norm "
