@@ -70,7 +70,7 @@ for c in "${COMPONENTS[@]}"; do
     fi
     mkdir -p "$W/out/chromium"
     cp -r "$CHROMIUM_PARTS"/{.devchr1,.devchr2,.devchr3,.gl} "$W/out/chromium/"
-    # the sandbox page's SES, which the gpu-chromium tool (p5 and p5.brush only) does not pack
+    # the sandbox page's SES, which the Chromium tool (scripts/gpu/chromium: p5 and p5.brush only) does not pack
     mkdir -p "$W/out/chromium/ses/dist" && cp renderer/node_modules/ses/dist/ses.umd.min.js "$W/out/chromium/ses/dist/";;
   *) echo "unknown component $c (vllm chromium fla trl bnb deps)"; exit 2;;
   esac
