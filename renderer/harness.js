@@ -263,18 +263,35 @@
   const PAINTS = new Set(["shape", "layers", "filter", "buffer"]);
   let frames = 0;
   // A layer's background() is its paper. Printed over part of the canvas, a paper that is not the canvas's own
-  // (another colour, or tinted) is a flat block: a bare rectangle.
+  // (another colour, tinted, blended, or over paint already there) is a flat block: a bare rectangle.
   const paperOf = new WeakMap();  // canvas instance or layer -> RGBA of its last background(); none after clear()
   const rgba = (args) => { try { return instance.color(...args)._getRGBA([255, 255, 255, 255]); } catch (e) { return [0, 0, 0, 255]; } };
+  // Whether image(src, x, y, w, h) on `onto` covers all of it, through the current transform and image mode.
+  const covers = (r, onto, src, real) => {
+    let [x, y] = [Number(real[1]) || 0, Number(real[2]) || 0];
+    let [w, h] = [typeof real[3] === "number" ? real[3] : src.width, typeof real[4] === "number" ? real[4] : src.height];
+    if (r.states.imageMode === p5.prototype.CENTER) { x -= w / 2; y -= h / 2; } else if (r.states.imageMode === p5.prototype.CORNERS) { w -= x; h -= y; }
+    const gl = Boolean(r.states.uModelMatrix);
+    const m = gl ? r.states.uModelMatrix.mat4 : null;
+    const d = gl ? null : r.drawingContext.getTransform();
+    const t = gl ? [m[0], m[1], m[4], m[5], m[12], m[13]] : [d.a, d.b, d.c, d.d, d.e, d.f];
+    const xs = [], ys = [];
+    for (const [px, py] of [[x, y], [x + w, y], [x, y + h], [x + w, y + h]]) { xs.push(t[0] * px + t[2] * py + t[4]); ys.push(t[1] * px + t[3] * py + t[5]); }
+    const scale = gl ? 1 : r._pixelDensity || 1;  // a 2D context's transform is in device pixels, from the top left
+    const [left, top] = gl ? [-onto.width / 2, -onto.height / 2] : [0, 0];
+    const [right, bottom] = [left + onto.width * scale, top + onto.height * scale];
+    return Math.min(...xs) <= left + 1 && Math.max(...xs) >= right - 1 && Math.min(...ys) <= top + 1 && Math.max(...ys) >= bottom - 1;
+  };
   const flatBlock = (self, src, real) => {
     const paper = paperOf.get(src);
     if (!paper || paper[3] <= 0) return false;
     const onto = scopes.length ? scopes[scopes.length - 1] : self;
-    const w = typeof real[3] === "number" ? real[3] : src.width, h = typeof real[4] === "number" ? real[4] : src.height;
-    if (Math.abs(w) >= onto.width && Math.abs(h) >= onto.height) return false;  // a whole new paper, as background() is
-    const tint = self._renderer && self._renderer.states.tint ? self._renderer.states.tint._getRGBA([255, 255, 255, 255]) : null;
+    const r = self._renderer;
+    if (!r || covers(r, onto, src, real)) return false;  // a whole new paper, as background() is
+    const tint = r.states.tint ? r.states.tint._getRGBA([255, 255, 255, 255]) : null;
     const base = paperOf.get(onto);
-    return Boolean(tint && (tint[0] < 255 || tint[1] < 255 || tint[2] < 255)) || !base || base.some((x, i) => Math.abs(x - paper[i]) >= 1);
+    return Boolean(tint && (tint[0] < 255 || tint[1] < 255 || tint[2] < 255)) || r.states.curBlendMode !== p5.prototype.BLEND ||
+      painted.has(onto) || !base || base.some((x, i) => Math.abs(x - paper[i]) >= 1);
   };
   const policed = (self, name, args, f) => {
     live();
@@ -387,8 +404,7 @@
     if (label === "brush.load") brushTarget = isBuffer(real[0]) ? real[0] : null;
     if (paints) {
       count(label);
-      if (brushTarget) painted.add(brushTarget);
-      if (scopes.length) painted.add(scopes[scopes.length - 1]);
+      painted.add(brushTarget || (scopes.length ? scopes[scopes.length - 1] : instance));
     } else if (self === BRUSH) count(label);
     return toSketch(apply(f, self, real));
   }
