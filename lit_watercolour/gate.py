@@ -21,7 +21,8 @@ to plain data, counted in values, its functions wrapped. So every call that draw
 - shapes exist only on a custom tip's surface while its callback runs (counted as `tip.*`); the surface
   ends with the callback and is never read or printed; any other drawing from inside a p5.brush callback,
   the methods of kept brush objects included, is `raw_drawing`;
-- image() prints only the sketch's own layers that p5.brush painted, each once a frame;
+- image() prints only the sketch's own layers that p5.brush painted, each once a frame, and a layer's
+  own paper (its background()) only as a whole new paper or invisibly, never as a flat block;
 - buffers are charged in bytes as they are (format, samples, density, snapshots), no side past the page's;
   what p5.brush allocates on its own account is bounded apart (docs/gate.md);
 - the report is built out of the sketch's reach; one the pool cannot read is `tamper`.
