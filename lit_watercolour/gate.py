@@ -7,8 +7,9 @@ methods reached through `const {circle} = brush` or `const c = brush.circle` are
 It turns away what need not reach a browser; anything it cannot decide (computed names such as
 `this["fe" + "tch"]`, strings assembled at run time) is left to the page.
 
-`gate(code, render)` runs after rendering on what the page saw: errors, timeouts, and the
-violations the sandbox recorded (renderer/harness.js).
+`gate(code, render)` runs after rendering on what the page saw: errors, timeouts, the
+violations the sandbox recorded (renderer/harness.js), and words the picture's text check read in
+the capture (lit_watercolour/sandbox/text_check.py).
 
 The page (harness.js) keeps the sketch out of the referee's reach: SES `lockdown()` freezes every
 built-in, and the sketch runs in a Compartment whose only globals are a facade of the allowed API
@@ -53,7 +54,7 @@ REASONS: dict[str, str] = {
     "network": "the sketch tries to reach the network (fetch, XHR, WebSocket, import(), ...)",
     "external_load": "the sketch loads or saves files (loadImage, loadJSON, createImg, data: images, ...)",
     "dom": "the sketch touches the page outside the canvas (document, window, storage, elements)",
-    "text": "the sketch writes text instead of painting",
+    "text": "the sketch writes text instead of painting: text() calls, or words a judge could read in the picture",
     "eval": "the sketch evaluates strings as code (eval, Function)",
     "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range), or makes too many or too large buffers",
     "raw_drawing": "the sketch draws around p5.brush: images, pixel writes, shaders, raw WebGL/2D calls, or paint from inside a brush callback",
@@ -218,6 +219,9 @@ def gate(code: str | None, render: RenderResult | None) -> GateResult:
         return _fail(reason, f"the sketch threw {sketch_words(render.error)}")
     if render.png is None:
         return _fail("runtime_error", "nothing was captured")
+    if render.text_found:  # sandbox.text_check: letters spelled with allowed calls are still words to a judge
+        read = ", ".join(f"{sketch_words(hit.text, 60)} ({hit.score:.2f}) at {hit.box}" for hit in render.text_found[:8])
+        return _fail("text", f"the picture reads {read}")
     bare = {k: v for k, v in render.calls.items() if k.startswith("p5.")}
     if bare:
         return _fail("bare_primitives", ", ".join(f"{k} x{v}" for k, v in sorted(bare.items())))
