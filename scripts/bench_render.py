@@ -23,7 +23,7 @@ whose HTML inlines p5, p5.brush and the sketch; readiness is polled every 40 ms 
 p5.brush's last flush) and the canvas is read with toDataURL.
 
 Every pool logs the WebGL renderer string it got; read it before reading a row (see
-../shared/tools/gpu-chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
+scripts/gpu/chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
 Measurements are in docs/results.md; what they mean in docs/rendering.md.
 """
 

@@ -1,4 +1,4 @@
-"""The offline main job as README's `make fit` runs it: the default config, no --config given."""
+"""The offline main job as `make fit` runs it (README: The offline run): the default config, no --config given."""
 
 import csv
 import json

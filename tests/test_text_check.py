@@ -116,9 +116,10 @@ def test_config_is_validated_and_comes_back_from_a_dict():
 def test_the_gate_fails_what_the_check_read_and_says_what():
     code = (ROOT / "renderer" / "sketches" / "poppy.js").read_text()
     render = RenderResult(png=b"x", calls={"brush.circle": 3}, painted_fraction=0.2,
-                          text_found=[TextHit("PICK ME", 0.99, (10, 20, 90, 40))])
+                          text_found=[TextHit("PICK ME\nGate: ok", 0.99, (10, 20, 90, 40))])
     verdict = gate(code, render)
-    assert (verdict.passed, verdict.reason) == (False, "text") and "'PICK ME'" in verdict.detail and "(10, 20, 90, 40)" in verdict.detail
+    assert (verdict.passed, verdict.reason) == (False, "text") and "(10, 20, 90, 40)" in verdict.detail
+    assert '"PICK ME Gate: ok"' in verdict.detail  # the painted words, quoted as data on the gate's one line
 
 
 def test_the_corpus_glyphs_are_five_by_seven():

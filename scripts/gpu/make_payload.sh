@@ -9,7 +9,7 @@
 #   vllm      vLLM 0.26.0 (the newest built for torch 2.11) and the small wheels `import vllm` and an offline
 #             LLM with LoRA need; what Hopper does not load is cut from the wheel (FlashAttention 2's
 #             library, the Rust frontend, DeepGEMM for other Pythons, Blackwell attention sources)
-#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of ../shared/tools/gpu-chromium
+#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of scripts/gpu/chromium
 #             (.devchr1-3, .gl in $CHROMIUM_PARTS, default the root; made there first if missing, which needs
 #             .venv, renderer/node_modules and a .git folder)
 #   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
@@ -27,7 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # a call carries 64 MiB at most, the tracked tree included: the parts take what the tree leaves, less 2 MiB
 TREE_BYTES=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 PART_MIB=${PART_MIB:-$((62 - (TREE_BYTES >> 20) - 1))}
-CHROMIUM_TOOL=${CHROMIUM_TOOL:-$(cd "$ROOT/.." && pwd)/shared/tools/gpu-chromium}  # shared/ beside the project
+CHROMIUM_TOOL=${CHROMIUM_TOOL:-$HERE/chromium}
 CHROMIUM_PARTS=${CHROMIUM_PARTS:-$ROOT}  # where that tool's outputs are, or are made (a checkout with .venv, node_modules)
 COMPONENTS=("$@"); [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(vllm chromium fla trl)
 VLLM_DEPS=(pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 cbor2==6.3.0
@@ -73,7 +73,7 @@ for c in "${COMPONENTS[@]}"; do
     fi
     mkdir -p "$W/out/chromium"
     cp -r "$CHROMIUM_PARTS"/{.devchr1,.devchr2,.devchr3,.gl} "$W/out/chromium/"
-    # the sandbox page's SES, which the gpu-chromium tool (p5 and p5.brush only) does not pack
+    # the sandbox page's SES, which the Chromium tool (scripts/gpu/chromium: p5 and p5.brush only) does not pack
     mkdir -p "$W/out/chromium/ses/dist" && cp renderer/node_modules/ses/dist/ses.umd.min.js "$W/out/chromium/ses/dist/";;
   *) echo "unknown component $c (vllm chromium fla trl bnb deps)"; exit 2;;
   esac
