@@ -76,6 +76,14 @@ def test_pictures_without_words_read_nothing(reader, image):
     assert reader.find(image) == []
 
 
+def test_letters_one_above_another_are_read_one_by_one(reader):
+    image = paper()
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default(size=28)
+    for k, letter in enumerate("BEST"):
+        draw.text((240, 100 + 60 * k), letter, fill=(30, 26, 43), font=font)
+    assert len(reader.find(image)) >= 2
+
+
 def test_one_letter_is_not_text(reader):
     assert reader.find(written("A", 40)) == []
 
