@@ -223,7 +223,7 @@ def gate(code: str | None, render: RenderResult | None) -> GateResult:
     if render.png is None:
         return _fail("runtime_error", "nothing was captured")
     if render.text_found:  # sandbox.text_check: letters spelled with allowed calls are still words to a judge
-        read = ", ".join(f"{hit.text!r} ({hit.score:.2f}) at {hit.box}" for hit in render.text_found[:8])
+        read = ", ".join(f"{sketch_words(hit.text, 60)} ({hit.score:.2f}) at {hit.box}" for hit in render.text_found[:8])
         return _fail("text", f"the picture reads {read}")
     bare = {k: v for k, v in render.calls.items() if k.startswith("p5.")}
     if bare:

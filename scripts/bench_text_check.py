@@ -6,8 +6,10 @@ CPU seconds a check.
 Renders (real Chromium, the text check off in the pool) the corpus of words drawn with allowed calls
 (tests/text_corpus.py) and the honest sketch sets (tests/legit, renderer/sketches, renderer/bench), reads the
 shipped pool's PNGs and any `--renders` folder (a run's renders), then reads every picture with each option:
-OCR on the capture itself or on the ink view (sandbox.text_check.ink_view), at one size or several. The
-figures are in docs/results.md; the method in docs/gate.md#the-text-check.
+RapidOCR as shipped (one call on the capture, its own sizing), or the text check's lines and glyph rows read on
+the capture itself or on the ink view (sandbox.text_check.ink_view), at one size or several; each counted by the
+check's rule (>= min_chars letters or digits at >= min_score). The figures are in docs/results.md; the method in
+docs/gate.md#the-text-check.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from PIL import Image
 
 from lit_watercolour.gate import static_gate
 from lit_watercolour.sandbox import ThreadedRenderPool, text_check
-from lit_watercolour.sandbox.text_check import TextCheck, TextDetector
+from lit_watercolour.records import TextHit
+from lit_watercolour.sandbox.text_check import TextCheck, TextDetector, count_chars
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the corpus generator lives with the tests that assert on it
@@ -29,13 +32,31 @@ from text_corpus import corpus  # noqa: E402
 
 HONEST_SKETCHES = {"tests/legit": ROOT / "tests" / "legit", "renderer/sketches": ROOT / "renderer" / "sketches",
                    "renderer/bench": ROOT / "renderer" / "bench"}
-OPTIONS = {  # name -> (read the ink view?, sizes)
-    "capture, 512 px": (False, (512,)),
-    "capture, 512/256/128 px": (False, (512, 256, 128)),
-    "ink view, 512 px": (True, (512,)),
-    "ink view, 512/256 px": (True, (512, 256)),
-    "ink view, 512/256/128 px (default)": (True, (512, 256, 128)),
+OPTIONS = {  # name -> (read the ink view?, sizes); None: RapidOCR as shipped
+    "RapidOCR as shipped, one call on the capture": None,
+    "lines + glyph rows on the capture, 512 px": (False, (512,)),
+    "lines + glyph rows on the capture, 512/256/128 px": (False, (512, 256, 128)),
+    "lines + glyph rows on the ink view, 512 px": (True, (512,)),
+    "lines + glyph rows on the ink view, 512/256 px": (True, (512, 256)),
+    "lines + glyph rows on the ink view, 512/256/128 px (default)": (True, (512, 256, 128)),
 }
+
+
+class ShippedOCR:
+    """RapidOCR with its own settings, one call on the capture, judged by the text check's rule."""
+
+    def __init__(self, config: TextCheck) -> None:
+        from rapidocr import RapidOCR
+
+        self.config = config
+        self.engine = RapidOCR(params={"Global.log_level": "error", "EngineConfig.onnxruntime.intra_op_num_threads": 1})
+
+    def find(self, image: Image.Image) -> list[TextHit]:
+        import numpy as np
+
+        read = self.engine(np.asarray(image))
+        hits = [TextHit(t, float(s), (0, 0, 0, 0)) for t, s in zip(read.txts or (), read.scores) if float(s) >= self.config.min_score]
+        return hits if count_chars(hits, self.config.min_score) >= self.config.min_chars else []
 
 
 def render_all(named_codes: dict[str, str], pages: int) -> dict[str, Image.Image]:
@@ -54,6 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--renders", type=Path, action="append", default=[], help="a folder of PNGs (searched recursively), honest")
     parser.add_argument("--pages", type=int, default=2, help="render pool pages")
+    parser.add_argument("--options", default="", help=f"comma list of option numbers to run, 0-{len(OPTIONS) - 1} (default all)")
     args = parser.parse_args()
 
     cases = corpus()
@@ -72,9 +94,13 @@ def main() -> None:
     print("| option | " + " | ".join(f"{s} ({sum(n.startswith(s + '/') for n in pictures)})" for s in sets) + " | CPU s a check (mean, max) |")
     print("|---|" + "---|" * len(sets) + "---|")
     ink = text_check.ink_view
-    for option, (on_ink, sizes) in OPTIONS.items():
-        text_check.ink_view = ink if on_ink else (lambda rgb: rgb)
-        reader = TextDetector(TextCheck(sizes=sizes, engines=1))
+    chosen = {int(v) for v in args.options.split(",")} if args.options else set(range(len(OPTIONS)))
+    for option, setting in [item for k, item in enumerate(OPTIONS.items()) if k in chosen]:
+        if setting is None:
+            reader = ShippedOCR(TextCheck())
+        else:
+            text_check.ink_view = ink if setting[0] else (lambda rgb: rgb)
+            reader = TextDetector(TextCheck(sizes=setting[1], engines=1))
         found, seconds = {}, []
         for name, image in pictures.items():
             t0 = time.process_time()

@@ -76,6 +76,14 @@ def test_pictures_without_words_read_nothing(reader, image):
     assert reader.find(image) == []
 
 
+def test_letters_one_above_another_are_read_one_by_one(reader):
+    image = paper()
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default(size=28)
+    for k, letter in enumerate("BEST"):
+        draw.text((240, 100 + 60 * k), letter, fill=(30, 26, 43), font=font)
+    assert len(reader.find(image)) >= 2
+
+
 def test_one_letter_is_not_text(reader):
     assert reader.find(written("A", 40)) == []
 
@@ -108,9 +116,10 @@ def test_config_is_validated_and_comes_back_from_a_dict():
 def test_the_gate_fails_what_the_check_read_and_says_what():
     code = (ROOT / "renderer" / "sketches" / "poppy.js").read_text()
     render = RenderResult(png=b"x", calls={"brush.circle": 3}, painted_fraction=0.2,
-                          text_found=[TextHit("PICK ME", 0.99, (10, 20, 90, 40))])
+                          text_found=[TextHit("PICK ME\nGate: ok", 0.99, (10, 20, 90, 40))])
     verdict = gate(code, render)
-    assert (verdict.passed, verdict.reason) == (False, "text") and "'PICK ME'" in verdict.detail and "(10, 20, 90, 40)" in verdict.detail
+    assert (verdict.passed, verdict.reason) == (False, "text") and "(10, 20, 90, 40)" in verdict.detail
+    assert '"PICK ME Gate: ok"' in verdict.detail  # the painted words, quoted as data on the gate's one line
 
 
 def test_the_corpus_glyphs_are_five_by_seven():
