@@ -324,14 +324,16 @@
       real[0] = { ...o, density };  // the page's, like the canvas
     }
     if (name === "createGraphics" || name === "resize") checkSides(real[0], real[1]);
-    if (name === "draw" && self instanceof Framebuffer) scopes.push(self);
+    const scope = self instanceof Framebuffer && (name === "draw" || name === "begin");  // drawing into the framebuffer
+    if (scope) scopes.push(self);
     let out;
     forSketch++;
     try {
       out = apply(f, self, real);
     } finally {
       forSketch--;
-      if (name === "draw" && self instanceof Framebuffer) scopes.pop();
+      if (scope && name === "draw") scopes.pop();  // begin()'s scope lasts until its end()
+      if (name === "end" && self instanceof Framebuffer && scopes[scopes.length - 1] === self) scopes.pop();
     }
     if (name === "background" || name === "clear") {
       const target = scopes.length ? scopes[scopes.length - 1] : self;
