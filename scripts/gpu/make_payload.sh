@@ -17,7 +17,8 @@
 #   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
 #   deps      the project's own dependencies the image lacks: the gate's parser (tree-sitter), the CLI's
-#             jsonargparse, the judge's openai client (with the pydantic and httpx2 it needs)
+#             jsonargparse, the judge's openai client (with the pydantic and httpx2 it needs), the picture's
+#             text check (rapidocr with its models, OpenCV headless; onnxruntime is in the image)
 # The wheels are unpacked into one site folder and compressed together (zstd --long), with a zstd
 # binary beside it for the machine, which has none (ZSTD_LEVEL, default 12: -19 packs tighter but takes far longer on a busy box).
 set -euo pipefail
@@ -58,7 +59,9 @@ for c in "${COMPONENTS[@]}"; do
   bnb) download "bitsandbytes==${BNB_VERSION:-0.50.2}";;
   deps)
     download tree-sitter==0.26.1 tree-sitter-javascript==0.25.0 jsonargparse==4.53.0 docstring-parser==0.18.0 \
-      typeshed-client==2.15.0 ruamel.yaml==0.19.1
+      typeshed-client==2.15.0 ruamel.yaml==0.19.1 \
+      rapidocr==3.10.0 opencv-python-headless==5.1.0.95 pyclipper==1.4.0 shapely==2.2.0 omegaconf==2.4.0 colorlog==6.12.0 \
+      requests==2.34.2 charset-normalizer==3.5.3 urllib3==2.8.0 idna==3.21 certifi
     # the judge's client: vLLM's own pin when vllm comes too (one openai in the site folder), else openai 3 on httpx2
     [[ " ${COMPONENTS[*]} " == *" vllm "* ]] || download openai==3.63.0 jiter==0.19.0 distro sniffio==1.3.1 \
       pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 httpx2==2.17.0 \
