@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader, IterableDataset
 
+from lit_watercolour.bounds import require
 from lit_watercolour.prompts import SYSTEM_PROMPT, chat_messages
 from lit_watercolour.prompts import system_prompt as read_system_prompt
 
@@ -88,6 +89,7 @@ class PromptDataModule(pl.LightningDataModule):
             system_prompt: offline (this project's 512-px prompt), recipe (the recipe's), or a text file.
         """
         super().__init__()
+        require(prompts_per_step >= 1, "data.prompts_per_step", ">= 1", prompts_per_step)
         self.subjects = subjects or ["a peach hibiscus"]
         self.prompts_per_step, self.shuffle, self.seed = prompts_per_step, shuffle, seed
         self.val_subjects, self.predict_subjects = val_subjects or self.subjects, predict_subjects or self.subjects

@@ -74,7 +74,7 @@ class GraphDecoder:
         under softmax(logits / temperature), as `LeanDecoder.generate`: a row that has ended is padded
         with `pad_id`; `on_step(prompt and completion ids so far)` runs after every token. Stop tokens are masked
         for the first `generation_config.min_new_tokens`. `images`: the prompts' image arguments
-        (`policy.image_inputs`; empty or None: text only)."""
+        (`vision.image_inputs`; empty or None: text only)."""
         from transformers import StaticCache
 
         B, P = prompt_ids.shape

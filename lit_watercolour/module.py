@@ -51,6 +51,7 @@ from lightning.fabric.utilities.throughput import Throughput, get_available_flop
 from torch import Tensor
 
 from lit_watercolour import grpo
+from lit_watercolour.bounds import require
 from lit_watercolour.callbacks.paintings import PaintingWriter, slug
 from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
@@ -82,7 +83,6 @@ class GRPOModule(pl.LightningModule):
         vllm: VLLMConfig = VLLMConfig(),
         render_pool_size: int = 2,
         render: RenderConfig = RenderConfig(),
-        render_kwargs: dict | None = None,
         predict_generations: int = 1,
         predict_dir: str = "paintings",
         threads: ThreadsConfig = ThreadsConfig(),
@@ -90,8 +90,6 @@ class GRPOModule(pl.LightningModule):
         turns: int = 1,
         feedback: Feedback = "text",
         turn1_weight: float = 0.0,
-        grpo_config: GRPOConfig | None = None,
-        cpu_threads: int | None = None,
     ) -> None:
         """
         Args:
@@ -104,7 +102,6 @@ class GRPOModule(pl.LightningModule):
             vllm: vllm / vllm-server: GPU share, sleep mode, server URL, adapter folder.
             render_pool_size: warm Chromium pages.
             render: how each sketch renders: canvas, limits, browser, backend (docs/rendering.md).
-            render_kwargs: the old, untyped form of `render` (a dict of its fields), accepted with a warning for one release.
             predict_generations: paintings per subject in `predict`.
             predict_dir: where `predict` writes each painting's .js, .png and .txt.
             threads: torch intra-op threads for the update and for decoding.
@@ -115,27 +112,15 @@ class GRPOModule(pl.LightningModule):
             feedback: what turn 2 is shown: text (gate verdict, painted fraction, scorer parts), image (the render, to
                 a vision-language policy through its processor) or both.
             turn1_weight: two turns: the reward is the revision's plus this times the first sketch's.
-            grpo_config: the old name of `grpo`, accepted with a warning for one release.
-            cpu_threads: the old name of `threads.update`, accepted with a warning for one release.
         """
         super().__init__()
-        threads = as_config(ThreadsConfig, threads)
-        if grpo_config is not None:
-            renamed("model.grpo_config", "model.grpo")
-            grpo = grpo_config
-        if cpu_threads is not None:
-            renamed("model.cpu_threads", "model.threads.update")
-            threads = replace(threads, update=threads.update or cpu_threads)
-        sampling = as_config(SamplingConfig, sampling)
-        if sampling.cpu_threads:
-            renamed("model.sampling.cpu_threads", "model.threads.sampling")
-            threads = replace(threads, sampling=threads.sampling or sampling.cpu_threads)
-        if max_staleness < 0:
-            raise ValueError(f"max_staleness is >= 0, not {max_staleness}")
+        require(max_staleness >= 0, "model.max_staleness", ">= 0 (0: on-policy)", max_staleness)
+        require(render_pool_size >= 1, "model.render_pool_size", ">= 1", render_pool_size)
+        require(predict_generations >= 1, "model.predict_generations", ">= 1", predict_generations)
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the adapter only; the base comes from `policy`
         self.policy_config = as_config(PolicyConfig, policy)
-        self.sampling_config = replace(sampling, cpu_threads=0)  # the decoder's threads come from `threads`
+        self.sampling_config = as_config(SamplingConfig, sampling)
         self.grpo_config = as_config(GRPOConfig, grpo)
         self.optim_config = as_config(OptimConfig, optim)
         # What defines the trained policy, as plain dicts (checkpoints load with weights_only=True).
@@ -156,12 +141,9 @@ class GRPOModule(pl.LightningModule):
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
         check_policy(self.turns, self.policy_config, sampler, self.vllm_config)
-        if render_kwargs is not None:
-            warnings.warn("render_kwargs is deprecated: use render (a RenderConfig)", DeprecationWarning, stacklevel=2)
-            render = RenderConfig(**{**asdict(as_config(RenderConfig, render)), **render_kwargs})
         self.render_pool_size, self.render_config = render_pool_size, as_config(RenderConfig, render)
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
-        self.threads = threads
+        self.threads = as_config(ThreadsConfig, threads)
         self.reward_mix = RewardMix(rewards or [])
         self.policy_model, self.tokenizer, self.processor, self.sampler = None, None, None, None
         self.pipeline: RolloutPipeline | None = None
@@ -190,9 +172,9 @@ class GRPOModule(pl.LightningModule):
             if self.turns.shows_image:
                 self.processor = load_processor(self.policy_config, self.tokenizer)
         if self.sampler is None:  # built again after a teardown closed it
-            sampling = replace(self.sampling_config, cpu_threads=self.threads.sampling)
-            self.sampler = build_sampler(sampling, self.policy_model, self.tokenizer, self.sampler_backend, self.vllm_config,
-                                         self.grpo_config.num_iterations > 1 or self.max_staleness > 0, self.processor)
+            self.sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, self.sampler_backend,
+                                         self.vllm_config, self.grpo_config.num_iterations > 1 or self.max_staleness > 0,
+                                         self.processor, threads=self.threads.sampling)
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
@@ -216,10 +198,10 @@ class GRPOModule(pl.LightningModule):
         if self.pipeline is None:
             # ranks draw different rows of the same groups; a batch sampled ahead draws the same whenever it is sampled
             reseed = self.trainer.world_size > 1 or self.max_staleness > 0
-            self.pipeline = RolloutPipeline(self.sampler, rewards,
-                                            {"size": self.render_pool_size, "config": self.render_config, **overrides},
-                                            self.device, self.global_rank, reseed, depth, self.turns, self.tokenizer,
-                                            self.processor)
+            self.pipeline = RolloutPipeline(
+                self.sampler, rewards=rewards, render=replace(self.render_config, **overrides),
+                pool_size=self.render_pool_size, device=self.device, rank=self.global_rank, reseed=reseed, depth=depth,
+                turns=self.turns, tokenizer=self.tokenizer, processor=self.processor)
 
     def teardown(self, stage: str) -> None:
         if self.pipeline is not None:  # a batch still in flight finishes first: it renders with the pool
@@ -240,6 +222,8 @@ class GRPOModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.configure_model()  # `load_from_checkpoint` needs the model before the state dict arrives
+        # loading is not strict (the base weights are not in the checkpoint), so a mismatched adapter must fail here
+        check_adapter_keys(checkpoint["state_dict"], trainable_state_dict(self))
         # applied at the first resumed batch: creating the dataloader iterator draws from torch's RNG
         self._resumed_rng = checkpoint.get("rng_states")
 
@@ -358,7 +342,7 @@ class GRPOModule(pl.LightningModule):
     def validation_step(self, prompts: list[Prompt], batch_idx: int) -> None:
         """The reward, gate pass rate and each term's mean, over the batch (`val/...`) and per subject
         (`val/<subject>/...`: trained and unseen subjects apart)."""
-        batch = self.counted(self.pipeline.submit(prompts, self.grpo_config.num_generations).result())
+        batch = self.counted(self.pipeline.collect(prompts, self.grpo_config.num_generations))
         groups = {"": list(range(len(batch.rollouts)))}
         for i, r in enumerate(batch.rollouts):
             groups.setdefault(f"{slug(r.prompt)}/", []).append(i)
@@ -375,13 +359,22 @@ class GRPOModule(pl.LightningModule):
         return self.counted(self.pipeline.collect(prompts, self.predict_generations))
 
 
+def check_adapter_keys(saved: dict, expected: dict) -> None:
+    """Raise, naming them, where a checkpoint's adapter tensors and the policy's differ (another `target_modules`,
+    model or adapter): loaded as it is, the policy would paint with part of the adapter or none of it."""
+    extra, missing = sorted(set(saved) - set(expected)), sorted(set(expected) - set(saved))
+    named = lambda keys: ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")  # noqa: E731
+    problems = ([f"{len(extra)} tensors the policy has no parameter for ({named(extra)})"] if extra else []) + (
+        [f"no tensor for {len(missing)} of the policy's adapter parameters ({named(missing)})"] if missing else [])
+    if problems:
+        raise ValueError("the checkpoint's adapter does not match the policy: it holds " + "; and ".join(problems) +
+                         ". Load it with the policy settings it was trained with (model.policy: model, target_modules, "
+                         "exclude_modules).")
+
+
 def token_count(samples) -> float:
     """The batch's prompt and completion tokens, padding left out."""
     return float(samples.completion_mask.sum() + samples.prompt_mask.sum())
-
-
-def renamed(old: str, new: str) -> None:
-    warnings.warn(f"{old} is now {new}; the old name goes in the next release", FutureWarning, stacklevel=3)
 
 
 def as_config(cls, value):

@@ -1,7 +1,7 @@
 """The notices a run prints: the ones a user cannot act on are filtered here, and only here.
 
 Each filter names the notice and why it does not apply. Everything else stays: a kernel falling back
-(`grpo.py`'s compile fallback, the render pool's SwiftShader fallback), a missing adapter target, a judge
+(`kernels/compile.py`'s compile fallback, the render pool's SwiftShader fallback), a missing adapter target, a judge
 call that failed. Python's default warning filter already prints a warning once per place it is raised.
 """
 

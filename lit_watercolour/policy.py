@@ -11,6 +11,7 @@ rows' images (`RowImage`) go with their token ids into every forward (`completio
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from transformers import (
 )
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
+from lit_watercolour.bounds import one_of, require
 from lit_watercolour.gguf import transformers_folder
 from lit_watercolour.kernels.attention import AttentionBackend, use_attention_backend
 from lit_watercolour.kernels.checkpointing import CheckpointKeep, enable_gradient_checkpointing
@@ -40,7 +42,7 @@ from lit_watercolour.kernels.experts import use_frozen_experts
 from lit_watercolour.kernels.linear_attention import use_fla_glue
 from lit_watercolour.kernels.lm_head import linear_logps_and_entropy
 from lit_watercolour.kernels.lora import fuse_lora_linears
-from lit_watercolour.offline.tiny_models import VISION_ARCHS, build_processor, build_tiny_model, tiny_processor, tiny_tokenizer
+from lit_watercolour.vision import RowImage, build_processor, image_inputs
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -53,7 +55,8 @@ class PolicyConfig:
     gguf_cache_dir: str | None = None
     """Where a GGUF checkpoint's transformers folder is kept; None: ~/.cache/lit_watercolour/gguf."""
     tiny: str | None = None
-    """Build a tiny random-init model of this architecture instead (CPU runs, tests)."""
+    """Build a tiny random-init model of this architecture instead (CPU runs, tests): qwen3, qwen3_moe, qwen3_5_moe
+    or qwen3_vl, from the offline stand-ins (`lit_watercolour.offline.tiny_models`, imported only then)."""
     tiny_config: dict = field(default_factory=dict)
     """Sizes for `tiny`, e.g. {hidden_size: 64}."""
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
@@ -115,10 +118,25 @@ class PolicyConfig:
     trust_remote_code: bool = False
     """Let transformers run the checkpoint's own modelling code."""
 
+    def __post_init__(self) -> None:
+        o = "model.policy."
+        one_of(self.dtype, tuple(DTYPES), o + "dtype")
+        one_of(self.quantization, ("none", "4bit", "8bit"), o + "quantization")
+        require(self.lora_r >= 1, o + "lora_r", ">= 1", self.lora_r)
+        require(self.lora_alpha > 0, o + "lora_alpha", "> 0", self.lora_alpha)
+        require(0 <= self.lora_dropout < 1, o + "lora_dropout", "in [0, 1)", self.lora_dropout)
+        require(self.compile_budget_s >= 0, o + "compile_budget_s", ">= 0", self.compile_budget_s)
+
 
 def require_bitsandbytes(feature: str) -> None:
     if importlib.util.find_spec("bitsandbytes") is None:
         raise ImportError(f"{feature} needs bitsandbytes: `pip install bitsandbytes` (or the `bnb` extra).")
+
+
+def tiny_models():
+    """The offline stand-ins' model builder, loaded by name only for a config that asks for a `tiny` model: the
+    runtime imports nothing of `lit_watercolour.offline` (tests/test_imports.py) and a real checkpoint never loads it."""
+    return importlib.import_module("lit_watercolour.offline.tiny_models")
 
 
 def model_source(cfg: PolicyConfig) -> str:
@@ -136,7 +154,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
     bitsandbytes quantizes it as it loads."""
     dtype = DTYPES[cfg.dtype]
     if cfg.tiny is not None:
-        return build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
+        return tiny_models().build_tiny_model(cfg.tiny, tokenizer, dtype=dtype, **cfg.tiny_config)  # built in dtype: no fp32 copy
     kwargs: dict = dict(dtype=dtype, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if cfg.attn_implementation is not None:
         kwargs["attn_implementation"] = cfg.attn_implementation
@@ -157,7 +175,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
 
 def load_tokenizer(cfg: PolicyConfig):
     if cfg.tiny is not None:
-        tokenizer = tiny_tokenizer(vision=cfg.tiny in VISION_ARCHS)
+        tokenizer = tiny_models().tiny_tokenizer(vision=cfg.tiny in tiny_models().VISION_ARCHS)
     else:
         tokenizer = AutoTokenizer.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     tokenizer.padding_side = "left"  # generation appends on the right
@@ -169,7 +187,7 @@ def load_tokenizer(cfg: PolicyConfig):
 def has_vision_tower(cfg: PolicyConfig) -> bool:
     """Whether the policy can be shown images (a vision-language checkpoint), read off its config only."""
     if cfg.tiny is not None:
-        return cfg.tiny in VISION_ARCHS
+        return cfg.tiny in tiny_models().VISION_ARCHS
     config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     return hasattr(config, "vision_config")
 
@@ -179,31 +197,11 @@ def load_processor(cfg: PolicyConfig, tokenizer):
     pixels patched as its vision tower reads them. The checkpoint's image processor and the policy's tokenizer;
     no video processor (none is ever passed, and its class needs torchvision)."""
     if cfg.tiny is not None:
-        return tiny_processor(tokenizer)
+        return tiny_models().tiny_processor(tokenizer)
     config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     image_processor = AutoImageProcessor.from_pretrained(model_source(cfg), revision=cfg.revision,
                                                          trust_remote_code=cfg.trust_remote_code)
     return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
-
-
-@dataclass
-class RowImage:
-    """One row's image as the policy's processor made it."""
-
-    pixel_values: torch.Tensor  # [patches, channels x temporal patch x patch x patch]
-    image_grid_thw: torch.Tensor  # [1, 3]: the image's patch grid (time, height, width)
-
-
-def image_inputs(images: list[RowImage | None] | None, ids: torch.Tensor, config) -> dict:
-    """A vision-language model's image arguments for rows `ids` [B, T], whose images are `images` (one or None a
-    row): the pixels and grids in row order and which tokens are image tokens (M-RoPE's positions); {} where no
-    row has one."""
-    shown = [im for im in images or [] if im is not None]
-    if not shown:
-        return {}
-    return {"pixel_values": torch.cat([im.pixel_values for im in shown]).to(ids.device),
-            "image_grid_thw": torch.cat([im.image_grid_thw for im in shown]).to(ids.device),
-            "mm_token_type_ids": (ids == config.image_token_id).int()}
 
 
 def default_device(device: str | None) -> str:
@@ -301,7 +299,7 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
 @contextmanager
 def adapter_merged(model: PeftModel) -> Iterator[None]:
     """The LoRA adapter folded into the base weights for the duration: decoding then skips the
-    adapter's extra matmuls (README, "Benchmarks"). Each adapted layer's
+    adapter's extra matmuls (`sampling.merge_adapter`; docs/results.md, 2026-12-03). Each adapted layer's
     weight is swapped for its `merged_weight` and its adapter switched off; the original weight
     tensors, never written, are put back afterwards, so the base stays bit-identical. A model without an
     adapter is left as it is."""

@@ -45,6 +45,15 @@ def sketch_words(text: str | None, limit: int = SKETCH_WORDS_CHARS) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class TextHit:
+    """Words the picture's text check read (lit_watercolour.sandbox.text_check)."""
+
+    text: str
+    score: float  # the recogniser's confidence, 0-1
+    box: tuple[int, int, int, int]  # x0, y0, x1, y1 in capture pixels
+
+
 @dataclass
 class RenderResult:
     """What the browser reports for one sketch."""
@@ -61,6 +70,7 @@ class RenderResult:
     violations: list[str] = field(default_factory=list)  # runtime cheating seen by the page
     timed_out: bool = False
     infra_error: bool = False  # the browser failed, not the sketch (after one retry)
+    text_found: list[TextHit] = field(default_factory=list)  # words a judge could read in the capture (gate: `text`)
     width: int = 0  # the canvas the sketch created, in canvas units (the PNG is this times the density)
     height: int = 0
 

@@ -16,7 +16,6 @@ and Lightning's checkpoints where the config's callbacks put them (`AdapterCheck
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -161,10 +160,9 @@ class SFTModule(pl.LightningModule):
         system = getattr(self.trainer.datamodule, "system", None)
         prompts = [Prompt(s, chat_prompt(self.tokenizer, s, *([system] if system else [])), group_seed(0, -1 - i))
                    for i, s in enumerate(self.sample_subjects)]
-        sampler = build_sampler(replace(self.sampling_config, cpu_threads=self.threads.sampling), self.policy_model,
-                                self.tokenizer)
-        pipeline = RolloutPipeline(sampler, self.reward_mix if self.reward_mix.terms else None,
-                                   {"size": self.render_pool_size, "config": self.render_config}, self.device)
+        sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, threads=self.threads.sampling)
+        pipeline = RolloutPipeline(sampler, rewards=self.reward_mix if self.reward_mix.terms else None,
+                                   render=self.render_config, pool_size=self.render_pool_size, device=self.device)
         try:
             self.policy_model.eval()
             batch = pipeline.collect(prompts, self.samples_per_subject)

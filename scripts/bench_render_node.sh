@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The render bench on a GPU node, one command (../shared/tools/gpu-chromium: `source /opt/chr/env.sh`
+# The render bench on a GPU node, one command (scripts/gpu/chromium: `source /opt/chr/env.sh`
 # first; $LIT_WATERCOLOUR_CHROMIUM is the GPU wrapper, /opt/chr/chrome.sh SwiftShader).
 # SCALE=tiny runs every step at toy sizes (to check the command on a CPU box).
 set -u

@@ -88,7 +88,8 @@ def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
     module.configure_model()
     for term in module.reward_mix.terms:  # as the RewardModels callback does
         term.setup(torch.device("cpu"))
-    pipeline = RolloutPipeline(module.sampler, module.reward_mix, {"size": module.render_pool_size, "config": module.render_config})
+    pipeline = RolloutPipeline(module.sampler, rewards=module.reward_mix, render=module.render_config,
+                               pool_size=module.render_pool_size)
     policy, g, o = module.policy_model, module.grpo_config, module.optim_config
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), eps=o.eps)

@@ -51,7 +51,7 @@ def main() -> None:
                               lean_decode=False)  # lean decoding folds a LoRA adapter: this model has none
     sampler = HFSampler(model, tok, sampling)
     rollouts, sampling_s, wait_s = [], 0.0, 0.0
-    pipeline = RolloutPipeline(sampler, None, {"size": args.render_size})
+    pipeline = RolloutPipeline(sampler, pool_size=args.render_size)
     try:
         for subject in args.subjects:
             batch = pipeline.collect([Prompt(subject, chat_prompt(tok, subject), args.seed)], args.per_subject)

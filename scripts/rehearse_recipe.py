@@ -18,7 +18,7 @@ orders, lr 5e-5 after warm-up, scale_rewards none), except what cannot exist off
   - the reference pool: a local folder (default: the shipped pool) for the Hub dataset;
   - logger: CSV under --out; checkpoints under --out.
 Rendering is the project's Chromium pool; on the GPU node set LIT_WATERCOLOUR_CHROMIUM to a browser
-whose WebGL lands on the GPU (`tools/gpu-chromium/chrome-gpu.sh`): the renderer string is printed.
+whose WebGL lands on the GPU (`scripts/gpu/chromium/chrome-gpu.sh`): the renderer string is printed.
 
 It reports, one JSON line each, printed as it happens and appended (flushed) to --out/rehearsal.jsonl
 so that a run cut short keeps what it finished: the set-up (WebGL renderer string, shapes, whether

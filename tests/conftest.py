@@ -75,14 +75,24 @@ def judged_fit(tmp_path_factory, painter):
     return SimpleNamespace(cwd=cwd, run=run, server=server, env=env, secrets=SECRETS)
 
 
+# tests that skip where an optional dependency is missing, and what `make test` does about it
+OPTIONAL = {
+    "REAL-vLLM": (lambda r: "vllm" in getattr(r, "keywords", {}),
+                  "`make test` runs them in .venv-vllm, where a missing vLLM fails them instead."),
+    "QLoRA / 8-BIT OPTIMIZER (bitsandbytes)": (lambda r: "test_qlora.py" in r.nodeid,
+                                               "`make test` installs bitsandbytes (the test extra); it runs on the CPU."),
+}
+
+
 def pytest_terminal_summary(terminalreporter):
-    """Say loudly when the real-vLLM tests did not run: a plain `pytest` skips them where vLLM is not
+    """Say loudly when tests of an optional dependency did not run: a plain `pytest` skips them where it is not
     installed, and a summary line of skips is easy to read past."""
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "vllm" in getattr(r, "keywords", {})]
-    if not skipped:
-        return
-    reasons = sorted({str(r.longrepr[2]).removeprefix("Skipped: ") for r in skipped if isinstance(r.longrepr, tuple)})
-    terminalreporter.write_sep("!", f"{len(skipped)} REAL-vLLM TESTS WERE NOT RUN", red=True, bold=True)
-    for reason in reasons:
-        terminalreporter.write_line(f"  why: {reason}", red=True)
-    terminalreporter.write_line("  `make test` runs them in .venv-vllm, where a missing vLLM fails them instead.", red=True)
+    for what, (belongs, remedy) in OPTIONAL.items():
+        skipped = [r for r in terminalreporter.stats.get("skipped", []) if belongs(r)]
+        if not skipped:
+            continue
+        reasons = sorted({str(r.longrepr[2]).removeprefix("Skipped: ") for r in skipped if isinstance(r.longrepr, tuple)})
+        terminalreporter.write_sep("!", f"{len(skipped)} {what} TESTS WERE NOT RUN", red=True, bold=True)
+        for reason in reasons:
+            terminalreporter.write_line(f"  why: {reason}", red=True)
+        terminalreporter.write_line(f"  {remedy}", red=True)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import re
 import subprocess
 import sys
 import typing
@@ -71,29 +72,6 @@ def test_recipe_config_parses(capsys):
     assert terms["JudgeTerm"]["references"] == 4
 
 
-def test_old_names_are_accepted_with_a_warning(tmp_path, recwarn):
-    """`grpo_config`, the two `cpu_threads` and the reward classes' old names still build the same run, each
-    with a FutureWarning."""
-    from lit_watercolour.__main__ import WatercolourCLI
-    from lit_watercolour.rewards import ImageStatsTerm
-
-    config = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
-    config["model"]["grpo_config"] = config["model"].pop("grpo")
-    threads = config["model"].pop("threads")
-    config["model"]["cpu_threads"], config["model"]["sampling"]["cpu_threads"] = threads["update"], threads["sampling"]
-    config["model"]["rewards"][2]["class_path"] = "lit_watercolour.rewards.image_stats.ImageStatsScorer"
-    (tmp_path / "old.yaml").write_text(yaml.safe_dump(config))
-    cli = WatercolourCLI(args=["--config", str(tmp_path / "old.yaml")], run=False)
-    assert cli.model.grpo_config.num_generations == 8 and cli.model.grpo_config.scale_rewards == "group"
-    assert isinstance(cli.model.reward_mix.terms[2], ImageStatsTerm)
-    assert (cli.model.threads.update, cli.model.threads.sampling) == (threads["update"], threads["sampling"])
-    said = [str(w.message) for w in recwarn if issubclass(w.category, FutureWarning)]
-    assert any("grpo_config is now model.grpo" in m for m in said), said
-    assert any("ImageStatsScorer is now ImageStatsTerm" in m for m in said), said
-    assert any("model.cpu_threads is now model.threads.update" in m for m in said), said
-    assert any("model.sampling.cpu_threads is now model.threads.sampling" in m for m in said), said
-
-
 def test_default_config_and_environment(monkeypatch, capsys):
     """No --config reads configs/default.yaml, which LIT_WATERCOLOUR_<SUBCOMMAND>__<KEY> variables override;
     a --config replaces the default whole (none of default.yaml's settings leak into it)."""
@@ -144,3 +122,12 @@ def test_every_option_says_what_it_does(subcommand, classes):
             elif not helps.get(key):
                 undocumented.append(key)
     assert not undocumented, f"add a docstring for: {undocumented}"
+
+
+@pytest.mark.parametrize("option, value", [("model.grpo.num_generations", "1"), ("model.grpo.epsilon", "-1"),
+                                           ("model.sampling.top_p", "0"), ("model.optim.lr", "0"),
+                                           ("model.policy.lora_r", "0"), ("model.render_pool_size", "0")])
+def test_a_value_out_of_bounds_fails_when_the_config_is_read_naming_its_option(option, value):
+    """Before any model loads: a group of one would train on zero advantages, a negative clip range would pass."""
+    with pytest.raises(ValueError, match=rf"^{re.escape(option)} must be .*, not -?{value}"):
+        WatercolourCLI(args=[f"--{option}", value], run=False)

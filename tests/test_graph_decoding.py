@@ -7,7 +7,8 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 from test_turns import render
 
 from lit_watercolour.graph_decoding import GraphDecoder, supports
-from lit_watercolour.policy import PolicyConfig, RowImage, completion_logps, image_inputs, load_policy, load_processor
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, load_processor
+from lit_watercolour.vision import RowImage, image_inputs
 from lit_watercolour.sampling import HFSampler, SamplingConfig
 from lit_watercolour.sampling.base import ImagePrompt, prompt_images, prompt_token_ids
 

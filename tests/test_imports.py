@@ -1,5 +1,6 @@
-"""The package's import graph: every module imports in a fresh interpreter, and the package-internal
-imports (at module level, inside functions, or for type checking only) form no cycle."""
+"""The package's import graph: every module imports in a fresh interpreter, the package-internal imports (at
+module level, inside functions, or for type checking only) form no cycle, and the layers hold (the contract
+below, in the style of import-linter's forbidden contracts: no chain of imports at all, direct or not)."""
 
 import ast
 import subprocess
@@ -85,9 +86,76 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_the_runtime_imports_no_stand_in():
-    """What `python -m lit_watercolour` can import holds no offline stand-in but the tiny-model builder
-    (`PolicyConfig.tiny`): no replay sampler, corpus, loopback server or tiny scorer."""
+OFFLINE = "lit_watercolour.offline"
+REWARD_CONTRACT = {"lit_watercolour.rewards.base", "lit_watercolour.rewards.mix"}  # the terms' contract and their mix
+
+
+def under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each broken rule as 'importer -> imported: rule', over every chain of imports:
+    - the runtime (every module outside `offline`) imports no offline stand-in;
+    - the rollout pipeline and the turns import no concrete reward term, only the contract and the mix;
+    - the samplers import nothing of the rewards."""
+    broken = []
+    for module in sorted(graph):
+        reached = reachable(graph, module) - {module}
+        if not under(module, OFFLINE):
+            broken += [f"{module} -> {m}: the runtime imports no offline stand-in" for m in sorted(reached) if under(m, OFFLINE)]
+        if module in ("lit_watercolour.rollout", "lit_watercolour.turns"):
+            broken += [f"{module} -> {m}: no concrete reward term" for m in sorted(reached)
+                       if under(m, "lit_watercolour.rewards") and m not in REWARD_CONTRACT]
+        if under(module, "lit_watercolour.sampling"):
+            broken += [f"{module} -> {m}: the samplers import no rewards" for m in sorted(reached)
+                       if under(m, "lit_watercolour.rewards")]
+    return broken
+
+
+def test_the_layers_hold():
     graph = import_graph()
-    offline = {m for m in reachable(graph, "lit_watercolour.__main__") if m.startswith("lit_watercolour.offline")}
-    assert offline <= {"lit_watercolour.offline", "lit_watercolour.offline.tiny_models"}, offline
+    assert {"lit_watercolour.rollout", "lit_watercolour.turns", "lit_watercolour.sampling.hf", OFFLINE} <= set(graph)
+    assert layer_violations(graph) == []
+
+
+def test_the_layer_rules_catch_what_they_forbid():
+    """Each rule on a small graph that breaks it through a chain, and a graph that keeps them all."""
+    kept = {"lit_watercolour.policy": set(), "lit_watercolour.offline.tiny_models": {"lit_watercolour.policy"},
+            "lit_watercolour.turns": {"lit_watercolour.rewards.base"}, "lit_watercolour.rewards.base": set(),
+            "lit_watercolour.rewards.judge": {"lit_watercolour.rewards.base"}, "lit_watercolour.sampling.hf": set()}
+    assert layer_violations(kept) == []
+    chains = {
+        "the runtime imports no offline stand-in": {"lit_watercolour.policy": {"lit_watercolour.kernels"},
+                                                      "lit_watercolour.kernels": {"lit_watercolour.offline.tiny_models"}},
+        "no concrete reward term": {"lit_watercolour.turns": {"lit_watercolour.rewards.image_stats"}},
+        "the samplers import no rewards": {"lit_watercolour.sampling.hf": {"lit_watercolour.rewards.base"}},
+    }
+    for rule, edges in chains.items():
+        graph = {**kept, **{k: kept.get(k, set()) | v for k, v in edges.items()}}
+        graph.update({m: graph.get(m, set()) for targets in edges.values() for m in targets})
+        assert any(rule in b for b in layer_violations(graph)), rule
+
+
+def test_a_real_checkpoint_loads_with_no_stand_in(tmp_path):
+    """A policy from a transformers folder, and its processor, load without importing `offline` (only
+    `PolicyConfig.tiny` does), and the processor is the checkpoint's own class, built with no patch."""
+    from lit_watercolour.offline.tiny_models import save_tiny_policy
+
+    path = save_tiny_policy(tmp_path / "vl", "qwen3_5_moe", hidden_size=32, num_layers=1)
+    code = (
+        "import sys, transformers\n"
+        "from PIL import Image\n"
+        "from lit_watercolour.policy import PolicyConfig, load_policy, load_processor\n"
+        "cfg = PolicyConfig(model=sys.argv[1], dtype='float32', gradient_checkpointing=False)\n"
+        "model, tokenizer = load_policy(cfg, 'cpu')\n"
+        "processor = load_processor(cfg, tokenizer)\n"
+        "out = processor(text=['<|vision_start|><|image_pad|><|vision_end|>'], images=[Image.new('RGB', (64, 64))],"
+        " return_tensors='pt')\n"
+        "assert out.pixel_values.shape[0] > 0 and processor.video_processor is None\n"
+        "assert isinstance(processor, getattr(transformers, type(processor).__name__)), type(processor).__mro__\n"
+        "print(sorted(m for m in sys.modules if m.startswith('lit_watercolour.offline')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

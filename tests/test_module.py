@@ -223,7 +223,7 @@ def test_rows_reported_out_of_order_keep_their_own_completion_and_render():
     texts = [sketch.format(row=i) for i in range(4)]
     texts[2] = "no code in this one"  # a static gate failure between rendered rows
     prompts = [Prompt("a peach hibiscus", "p0", seed=11), Prompt("a blue iris", "p1", seed=22)]
-    pipeline = RolloutPipeline(ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0]), None, {"size": 2})
+    pipeline = RolloutPipeline(ScriptedSampler(tiny_tokenizer(), texts, order=[3, 1, 2, 0]), pool_size=2)
     try:
         batch = pipeline.collect(prompts, 2)
     finally:
@@ -236,3 +236,19 @@ def test_rows_reported_out_of_order_keep_their_own_completion_and_render():
     for row in (0, 1, 3):
         assert rollouts[row].render.console == [f"log: row {row}"], row
     assert [r.num_tokens for r in rollouts] == batch.samples.completion_mask.sum(1).tolist()
+
+
+def test_a_reseeded_batch_draws_from_its_seed_and_leaves_the_process_random_state():
+    """`rollout.seeded`, around each batch a pipeline samples with `reseed` (DDP, batches sampled ahead): the draws
+    are the seed's alone, and torch's generator is where it was, as if nothing had been sampled."""
+    from lit_watercolour.rollout import seeded
+
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    with seeded(7):
+        drawn = torch.rand(4)
+    assert torch.equal(torch.get_rng_state(), before)
+    with seeded(7):
+        assert torch.equal(torch.rand(4), drawn)
+    torch.manual_seed(7)
+    assert torch.equal(torch.rand(4), drawn)

@@ -114,8 +114,9 @@ def test_chat_prompt_switches_thinking_off(qwen3_dir):
     assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is not None, reason="bitsandbytes is installed here")
 @pytest.mark.parametrize("quantization", ["4bit", "8bit"])
-def test_quantization_without_bitsandbytes_says_what_to_install(qwen3_dir, quantization):
+def test_quantization_without_bitsandbytes_says_what_to_install(qwen3_dir, quantization, monkeypatch):
+    find_spec = importlib.util.find_spec  # where it is installed (the test extra), as if it were not
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a))
     with pytest.raises(ImportError, match="pip install bitsandbytes"):
         load_policy(PolicyConfig(model=str(qwen3_dir), quantization=quantization))

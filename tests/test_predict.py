@@ -95,3 +95,17 @@ def test_predict_with_two_turns_writes_both_sketches_the_feedback_and_both_score
         painted_first = first.render is not None and first.render.png is not None
         assert (tmp_path / f"{stem.name}_turn1.png").exists() == painted_first
     assert any((tmp_path / f"{r['painting']}_turn1.png").exists() for r in records)  # the painter's first sketches paint
+
+
+def test_a_checkpoint_whose_adapter_does_not_match_the_policy_fails_predict_naming_the_keys(tmp_path, painter):
+    """Trained on q_proj and v_proj only, painted with the default (every linear layer): predict refuses, naming
+    the adapter parameters the checkpoint has no tensor for, instead of painting with part of the adapter."""
+    trained = GRPOModule(policy=PolicyConfig(model=str(painter), dtype="float32", gradient_checkpointing=False,
+                                             lora_r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    trained.configure_model()
+    ckpt = tmp_path / "narrow.ckpt"
+    torch.save({"state_dict": trainable_state_dict(trained), "pytorch-lightning_version": lightning.__version__}, ckpt)
+    with pytest.raises(ValueError, match=r"no tensor for \d+ of the policy's adapter parameters \(policy_model\.\S+"
+                                         r"\.(k_proj|o_proj|gate_proj|up_proj|down_proj)\.lora_[AB]\.default\.weight"):
+        paint(painting_module(painter, tmp_path / "ckpt"), tmp_path / "ckpt", ckpt_path=ckpt)
+    assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())  # nothing painted

@@ -248,3 +248,37 @@ def test_a_sketch_that_waits_ends_at_its_limit():
         assert result.timed_out and verdict.reason == "timeout" and "waited" in verdict.detail, (name, result.error)
         assert result.cpu_s + result.waited_s >= limit and result.waited_s > result.cpu_s, (name, result)  # its own time
         assert result.waited_s <= result.elapsed_s < SOLO_BACKSTOP * limit, (name, result.elapsed_s)  # not the backstop
+
+
+def test_load_never_counts_as_waiting_and_waiting_counts_whatever_the_load():
+    """The clock behind the limit (sandbox.processes.CpuClock) on processes of its own: a spinner starved of CPU
+    (pinned to one core beside three more spinners, on whatever else loads that core) queues for the core all the
+    time, so none of its wall clock is waiting and it keeps being judged by its CPU time, with its backstop; a
+    process blocked on a read wants no core, so all of its wall clock is waiting."""
+    import subprocess
+    import sys
+
+    from lit_watercolour.sandbox.processes import SCHEDSTAT, CpuClock
+
+    assert SCHEDSTAT  # the kernel keeps run-queue time (Linux with schedstats, as on every machine this runs on)
+    core = min(os.sched_getaffinity(0))
+    spin = [sys.executable, "-c", "while True: pass"]
+    spinners = [subprocess.Popen(spin) for _ in range(4)]
+    blocked = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        for p in spinners:
+            os.sched_setaffinity(p.pid, {core})
+        assert blocked.stdout.readline() == "ready\n"  # started up: from here on it only waits
+        starved, idle = CpuClock([spinners[0].pid]), CpuClock([blocked.pid])
+        while starved.wall_s() < 3.0:
+            time.sleep(0.25)  # the clock's readings, as the pool takes them
+            starved.tick()
+            idle.tick()
+        assert starved.cpu_s() < 0.6 * starved.wall_s()  # it did share its core
+        assert starved.waited_s() < 0.1 * starved.wall_s(), (starved.cpu_s(), starved.waited_s(), starved.wall_s())
+        assert idle.waited_s() > 0.9 * idle.wall_s() and idle.cpu_s() < 0.1
+    finally:
+        for p in [*spinners, blocked]:
+            p.kill()
+            p.wait()

@@ -92,7 +92,7 @@ def test_sampler_decodes_on_its_own_thread_count_and_gives_the_process_its_own_b
     model, tokenizer = policy
     torch.set_num_threads(2)  # the update's (model.threads.update); the fixture restores the test process's after
     during = []
-    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4, cpu_threads=1))
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4), threads=1)
     sampler.sample(["<|im_start|>user\n"], n=2, on_completion=lambda row, text: during.append(torch.get_num_threads()))
     assert during == [1, 1] and torch.get_num_threads() == 2
 

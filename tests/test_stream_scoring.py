@@ -17,6 +17,7 @@ from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rewards.openai_judge import OpenAIJudge
 from lit_watercolour.rollout import RolloutPipeline
+from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.sketch import extract_code
 from lit_watercolour.sampling.base import ImagePrompt
 from lit_watercolour.turns import SHOWN, Conversation, TurnsConfig
@@ -32,7 +33,7 @@ PROMPTS = [Prompt("a peach hibiscus", "p0", seed=11), Prompt("a blue iris", "p1"
 @pytest.fixture(scope="module")
 def pipeline():
     """One pipeline (one warm pool) for the module; each test gives it its sampler and reward mix."""
-    pipeline = RolloutPipeline(None, None, {"size": 3, "timeout_s": 60.0})
+    pipeline = RolloutPipeline(None, render=RenderConfig(timeout_s=60.0), pool_size=3)
     yield pipeline
     pipeline.close()
 

@@ -203,8 +203,8 @@ def fit_one_step(out_dir: Path, texts: list[str], loss_type: str, micro_batch_si
     module = GRPOModule(
         policy=PolicyConfig(model=str(POLICY), dtype="float32", gradient_checkpointing=False, lora_r=4, lora_alpha=8),
         sampling=SamplingConfig(temperature=TEMPERATURE, max_completion_length=96),
-        grpo_config=GRPOConfig(num_generations=len(texts), micro_batch_size=micro_batch_size, loss_type=loss_type,
-                               scale_rewards="none"),
+        grpo=GRPOConfig(num_generations=len(texts), micro_batch_size=micro_batch_size, loss_type=loss_type,
+                        scale_rewards="none"),
         optim=OptimConfig(lr=1e-3, max_grad_norm=0.0), render_pool_size=2, render=RenderConfig(pixel_density=0.5),
         rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=200, max_tokens=1000)])
     trainer = pl.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,

@@ -1,6 +1,6 @@
 """The update's speed settings that win, per model family and device: what `"auto"` (or None) resolves to.
 
-Chosen by measurement (README, "The update step"; the dated tables live there with their commands):
+Chosen by measurement (docs/performance.md; the dated tables, with their commands, in docs/results.md):
 - dense (every layer full attention, no experts) on CUDA: one row a micro-batch, attention kernel and
   output-projection matmuls kept through checkpointing, decoder layers compiled (regional: one graph
   serves every layer; `kernels.compile.CompiledLayers` checkpoints around the compiled call, and any

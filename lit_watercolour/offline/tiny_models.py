@@ -10,7 +10,6 @@ template), so the very code that loads a Hub id or a local folder loads these to
 from __future__ import annotations
 
 from pathlib import Path
-from unittest import mock
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -22,8 +21,8 @@ from transformers import (
     Qwen3VLProcessor,
 )
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-from transformers.processing_utils import ProcessorMixin
 
+from lit_watercolour.vision import build_processor
 from lit_watercolour.prompts import SYSTEM_PROMPT, skeleton
 
 QWEN_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)
@@ -214,17 +213,6 @@ def tiny_vl_tokenizer(vocab_size: int = 400) -> PreTrainedTokenizerFast:
                          extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
                                                "vision_start_token": "<|vision_start|>",
                                                "vision_end_token": "<|vision_end|>"})
-
-
-def build_processor(processor_cls, tokenizer, image_processor):
-    """A processor from a tokenizer and an image processor, with no video processor.
-
-    ProcessorMixin checks every attribute's class, and the video processor's class is only
-    importable with torchvision; nothing here passes video, so that check is skipped.
-    """
-    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda *a: None):
-        return processor_cls(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
-                             chat_template=tokenizer.chat_template)
 
 
 def _token_ids(tok) -> dict[str, int]:

@@ -1,24 +1,21 @@
 """Reward terms, their mix, the judge backends and the reference pool.
 
 Terms load their models in `setup(device)` (the `RewardModels` callback calls it), never when built.
-`HPSv3Scorer`, `ImageStatsScorer` and `PairwiseJudge` are the old names of `HPSv3Term`, `ImageStatsTerm`
-and `JudgeTerm`, accepted with a warning for one release.
 """
 
 from lit_watercolour.rewards.base import RewardTerm, TermScores
 from lit_watercolour.rewards.gate_term import GateTerm
-from lit_watercolour.rewards.hpsv3 import HPSv3Scorer, HPSv3Term
-from lit_watercolour.rewards.image_stats import ImageStatsScorer, ImageStatsTerm
-from lit_watercolour.rewards.judge import JudgeTerm, PairwiseJudge
+from lit_watercolour.rewards.hpsv3 import HPSv3Term
+from lit_watercolour.rewards.image_stats import ImageStatsTerm
+from lit_watercolour.rewards.judge import JudgeTerm
 from lit_watercolour.rewards.length import LengthTerm
 from lit_watercolour.rewards.mix import RewardMix, mix_rewards
 from lit_watercolour.rewards.pool import ReferencePool
 from lit_watercolour.rewards.transformers_judge import TransformersJudge
 
 __all__ = [
-    "GateTerm", "HPSv3Scorer", "HPSv3Term", "ImageStatsScorer", "ImageStatsTerm", "JudgeTerm", "LengthTerm",
-    "OpenAIJudge", "PairwiseJudge", "ReferencePool", "RewardMix", "RewardTerm", "TermScores", "TransformersJudge",
-    "mix_rewards",
+    "GateTerm", "HPSv3Term", "ImageStatsTerm", "JudgeTerm", "LengthTerm", "OpenAIJudge", "ReferencePool", "RewardMix",
+    "RewardTerm", "TermScores", "TransformersJudge", "mix_rewards",
 ]
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
 from typing import Any, NamedTuple
 
 import torch
@@ -85,14 +83,3 @@ def summary_metrics(scores: Tensor) -> dict[str, float]:
         "max": ok.max().item(),
         "missing": float(scores.numel() - ok.numel()),
     }
-
-
-def renamed(new: type, old_name: str) -> type:
-    """`new` under its old name, accepted for one release: building it warns (configs name classes by path)."""
-    @functools.wraps(new.__init__)
-    def __init__(self, *args, **kwargs):
-        warnings.warn(f"{old_name} is now {new.__name__}; the old name goes in the next release",
-                      FutureWarning, stacklevel=2)
-        new.__init__(self, *args, **kwargs)
-    return type(old_name, (new,), {"__init__": __init__, "__module__": new.__module__,
-                                   "__doc__": f"Deprecated name of `{new.__name__}`."})

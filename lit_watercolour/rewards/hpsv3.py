@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, summary_metrics
 from lit_watercolour.records import Rollout
 
 REWARD_TOKEN = "<|Reward|>"
@@ -235,6 +235,3 @@ class HPSv3Term(RewardTerm):
         scores = torch.sigmoid(mu / self.scale).float()
         return TermScores(scores, {**summary_metrics(scores), "mu_mean": mu.mean().item() if len(mu) else math.nan,
                                    "s_per_image": (time.perf_counter() - t0) / max(len(rollouts), 1)})
-
-
-HPSv3Scorer = renamed(HPSv3Term, "HPSv3Scorer")

@@ -14,7 +14,7 @@ Every part is a smooth function of the pixels (soft masks, sigmoids, Gaussians, 
 with plateaus), so renders in a GRPO group get different scores. The score is the mean of the parts on
 the pool's scale: 0 for an empty sheet, 1 for the pool's best reference (clipped to [0, 1]). The raw
 mean gives an empty sheet ~0.4 and the shipped policy's sketches 0.6-0.75, so a gate failure (0) would
-sit far below every passing sketch and drown the differences GRPO can learn from (README).
+sit far below every passing sketch and drown the differences GRPO can learn from (docs/offline-run.md, "The pool's scale").
 
 What it is not: a judgement of taste or beauty. It can be gamed by any image with the right
 statistics; use the judge and HPSv3 for real training.
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, summary_metrics
 from lit_watercolour.rewards.pool import SHIPPED_POOL, ReferencePool
 from lit_watercolour.records import Rollout
 
@@ -191,6 +191,3 @@ class ImageStatsTerm(RewardTerm):
             metrics[part] = float(np.mean([p[part] for p in done])) if done else float("nan")
         metrics["ms_per_image"] = 1000 * sum(s for _, s in rows) / max(len(rows), 1)
         return TermScores(scores, metrics)
-
-
-ImageStatsScorer = renamed(ImageStatsTerm, "ImageStatsScorer")

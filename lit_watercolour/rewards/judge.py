@@ -29,7 +29,7 @@ from typing import Protocol
 import torch
 from PIL import Image
 
-from lit_watercolour.rewards.base import RewardTerm, TermScores, renamed, summary_metrics
+from lit_watercolour.rewards.base import RewardTerm, TermScores, summary_metrics
 from lit_watercolour.rewards.pool import DEFAULT_MIX, SHIPPED_POOL, ReferencePool
 from lit_watercolour.records import Rollout
 
@@ -210,6 +210,3 @@ class JudgeTerm(RewardTerm):
             "latency_max_s": latencies[-1] if latencies else math.nan,
         })
         return TermScores(scores, m)
-
-
-PairwiseJudge = renamed(JudgeTerm, "PairwiseJudge")

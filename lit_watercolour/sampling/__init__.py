@@ -23,12 +23,13 @@ __all__ = ["FinishedRowHook", "HFSampler", "OnCompletion", "SampleBatch", "Sampl
 
 
 def build_sampler(config: SamplingConfig, model, tokenizer, backend: str = "hf", vllm_config: VLLMConfig | None = None,
-                  need_logps: bool = False, processor=None) -> Sampler:
+                  need_logps: bool = False, processor=None, threads: int = 0) -> Sampler:
     """The `backend` sampler of `model`. `need_logps`: every batch carries the policy's log-probs even where
     they cost a forward (a loss that reuses the batch, num_iterations > 1, needs them). `processor`: the policy's,
-    where it is shown images (the vllm engine runs its own from the processor's settings)."""
+    where it is shown images (the vllm engine runs its own from the processor's settings). `threads`: torch's
+    intra-op threads while the hf sampler decodes (0: the process's)."""
     if backend == "hf":
-        return HFSampler(model, tokenizer, config, need_logps)
+        return HFSampler(model, tokenizer, config, need_logps, threads)
     if backend == "vllm":
         from lit_watercolour.sampling.vllm import VLLMSampler
 

@@ -22,41 +22,43 @@ from typing import Literal, Protocol
 import torch
 from torch import Tensor
 
-from lit_watercolour.policy import RowImage, completion_logps
+from lit_watercolour.bounds import require
+from lit_watercolour.policy import completion_logps
+from lit_watercolour.vision import RowImage
 
 
 @dataclass
 class SamplingConfig:
     temperature: float = 1.0
     """Sampling temperature; the loss's log-probs use the same."""
-    top_p: float = 1.0  # 1.0: off
+    top_p: float = 1.0
     """Nucleus sampling: keep the likeliest tokens up to this mass; 1.0: off."""
-    top_k: int = 0  # 0: off
+    top_k: int = 0
     """Keep the k likeliest tokens; 0: off."""
     max_completion_length: int = 256
     """Most tokens a completion may have; longer ones are cut (truncated)."""
-    generation_batch_size: int = 8  # rows per `generate` call; each row starts rendering as it finishes
+    generation_batch_size: int = 8
     """Rows per generate call; each row starts rendering as it finishes."""
-    logprob_batch_size: int = 8  # rows per forward when scoring the sampled tokens
+    logprob_batch_size: int = 8
     """Rows per forward when scoring the sampled tokens."""
-    # `generate` and the captured step with the LoRA adapter folded into copies of the adapted weights
-    # (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token; costs a copy
-    # of the adapted weights while sampling. Lean decoding always folds it
     merge_adapter: bool = False
     """generate and the captured step (graph_decode) decode with the adapter folded into copies of the adapted
-    weights: no adapter matmuls a token, a copy of the adapted weights held while sampling."""
-    # dense Qwen3 policies decode with a flat KV-cached loop instead of `generate` (lit_watercolour.decoding:
-    # per-token overhead, not FLOPs, bounds a small model); other architectures always use `generate`
+    weights (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token, a
+    copy of the adapted weights held while sampling. Lean decoding always folds it."""
     lean_decode: bool = True
-    """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py) instead of generate."""
-    # Qwen3.5-MoE policies on CUDA decode by replaying one captured step (lit_watercolour.graph_decoding)
+    """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py: per-token overhead, not FLOPs,
+    bounds a small model) instead of generate."""
     graph_decode: bool = True
-    """Qwen3.5-MoE on CUDA: decode by replaying one captured CUDA-graph step."""
-    # torch intra-op threads while the hf sampler decodes (0: the process's); `GRPOModule` sets it from
-    # `model.threads.sampling` (setting it here is the old way, accepted with a warning for one release): on a CPU
-    # the render pool's Chromium works meanwhile, and a tiny model's kernels gain nothing from a second thread
-    cpu_threads: int = 0
-    """torch threads while the hf sampler decodes; 0: the process's (model.cpu_threads)."""
+    """Qwen3.5-MoE on CUDA: decode by replaying one captured CUDA-graph step (lit_watercolour/graph_decoding.py)."""
+
+    def __post_init__(self) -> None:
+        o = "model.sampling."
+        require(self.temperature > 0, o + "temperature", "> 0", self.temperature)
+        require(0 < self.top_p <= 1, o + "top_p", "in (0, 1] (1: off)", self.top_p)
+        require(self.top_k >= 0, o + "top_k", ">= 0 (0: off)", self.top_k)
+        require(self.max_completion_length >= 1, o + "max_completion_length", ">= 1", self.max_completion_length)
+        require(self.generation_batch_size >= 1, o + "generation_batch_size", ">= 1", self.generation_batch_size)
+        require(self.logprob_batch_size >= 1, o + "logprob_batch_size", ">= 1", self.logprob_batch_size)
 
 
 @dataclass
@@ -107,6 +109,18 @@ class VLLMConfig:
     """vllm-server: requests in flight at once."""
     split_generations: bool = False
     """vllm-server: n requests of n=1 per prompt, so each completion returns as it ends."""
+
+    def __post_init__(self) -> None:
+        o = "model.vllm."
+        require(0 < self.gpu_memory_utilization <= 1, o + "gpu_memory_utilization", "in (0, 1]",
+                self.gpu_memory_utilization)
+        require(self.max_model_len is None or self.max_model_len >= 1, o + "max_model_len", "None or >= 1",
+                self.max_model_len)
+        require(self.sleep_level in (1, 2), o + "sleep_level", "1 or 2", self.sleep_level)
+        require(self.max_lora_rank >= 1, o + "max_lora_rank", ">= 1", self.max_lora_rank)
+        require(self.keep_adapters >= 1, o + "keep_adapters", ">= 1", self.keep_adapters)
+        require(self.request_timeout_s > 0, o + "request_timeout_s", "> 0", self.request_timeout_s)
+        require(self.max_concurrent_requests >= 1, o + "max_concurrent_requests", ">= 1", self.max_concurrent_requests)
 
 
 @dataclass

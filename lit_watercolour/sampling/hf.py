@@ -21,7 +21,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from lit_watercolour import graph_decoding
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import RowImage, adapter_merged, image_inputs
+from lit_watercolour.policy import adapter_merged
 from lit_watercolour.sampling.base import (
     OnCompletion,
     PromptInput,
@@ -35,6 +35,7 @@ from lit_watercolour.sampling.base import (
     stop_token_ids,
     with_policy_logps,
 )
+from lit_watercolour.vision import RowImage, image_inputs
 
 
 class FinishedRowHook(StoppingCriteria):
@@ -60,10 +61,14 @@ class FinishedRowHook(StoppingCriteria):
 
 class HFSampler:
     """Batched, KV-cached decoding on the training model, adapter applied. `need_logps`: also return
-    the policy's log-probs where they cost a forward (`generate`), for a loss that reuses the batch."""
+    the policy's log-probs where they cost a forward (`generate`), for a loss that reuses the batch. `threads`:
+    torch's intra-op threads while decoding (0: the process's; `GRPOModule` passes `model.threads.sampling`): on a
+    CPU the render pool's Chromium works meanwhile, and a tiny model's kernels gain nothing from a second thread."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, need_logps: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig, need_logps: bool = False,
+                 threads: int = 0) -> None:
         self.model, self.tokenizer, self.config, self.need_logps = model, tokenizer, config, need_logps
+        self.threads = threads
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.slot_ids = slot_token_ids(model)  # never sampled (`slot_token_ids`)
         self.slots = torch.tensor(self.slot_ids, dtype=torch.long)
@@ -134,7 +139,7 @@ class HFSampler:
         images = prompt_images(prompts, n)
         decoder = self.decoder(device, images is not None)
         merge = c.merge_adapter and not isinstance(decoder, LeanDecoder)  # the lean decoder folds it itself
-        with adapter_merged(self.model) if merge else nullcontext(), torch_threads(c.cpu_threads):
+        with adapter_merged(self.model) if merge else nullcontext(), torch_threads(self.threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 hook = FinishedRowHook(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)

@@ -40,7 +40,7 @@ COMMON_ARGS: tuple[str, ...] = (
 # SwiftShader must be opted into since Chrome 139. Captures are read off the canvas, never composited:
 # software compositing spares SwiftShader's GPU process much of its CPU a render (docs/rendering.md).
 SWIFTSHADER_ARGS: tuple[str, ...] = ("--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-compositing")
-# ANGLE on Vulkan: what renders on an H200 node's GPU (../shared/tools/gpu-chromium/README.md).
+# ANGLE on Vulkan: what renders on an H200 node's GPU (scripts/gpu/chromium/README.md).
 GPU_ARGS: tuple[str, ...] = (
     "--use-angle=vulkan", "--enable-features=Vulkan", "--disable-vulkan-surface", "--enable-gpu", "--ignore-gpu-blocklist",
 )

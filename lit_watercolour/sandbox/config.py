@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from lit_watercolour.records import CANVAS_RANGE
+from lit_watercolour.sandbox.text_check import TextCheck
 
 Backend = Literal["auto", "swiftshader", "gpu"]
 
@@ -45,8 +46,12 @@ class RenderConfig:
     and V8's compilation cache kept, the old document discarded) instead of opening a new context."""
     page_dir: str | None = None
     """Folder of the sandbox page's own files (sandbox.html, prelude.js, harness.js); None for renderer/."""
+    text_check: TextCheck = field(default_factory=TextCheck)
+    """The capture read for words a judge could read (gate reason `text`): on by default (docs/gate.md#the-text-check)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.text_check, dict):  # from a checkpoint's or a caller's plain dict
+            object.__setattr__(self, "text_check", TextCheck(**self.text_check))
         if not 0 < self.pixel_density <= 1:
             raise ValueError("pixel_density must be in (0, 1]")
         if self.render_backend not in ("auto", "swiftshader", "gpu"):

@@ -1,4 +1,5 @@
-"""The capture as a picture: decoded once (cached on the RenderResult), and how much of it is paint."""
+"""The capture as a picture: decoded once (cached on the RenderResult), how much of it is paint, and the
+words in it (sandbox.text_check)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 from PIL import Image
 
 from lit_watercolour.records import RenderResult
+from lit_watercolour.sandbox.text_check import TextDetector
 
 PAINT_DISTANCE = 32.0  # RGB distance from the modal colour that counts as paint (recipe)
 
@@ -21,8 +23,11 @@ def painted_fraction(image: Image.Image) -> float:
     return float((distance > PAINT_DISTANCE).mean())
 
 
-def measured(result: RenderResult) -> RenderResult:
-    """The result with its picture decoded (RenderResult.image) and its painted fraction set."""
+def measured(result: RenderResult, reader: TextDetector | None = None) -> RenderResult:
+    """The result with its picture decoded (RenderResult.image) and its painted fraction set; with a
+    `reader`, a clean capture (no error, no violation) is also read for words (RenderResult.text_found)."""
     if result.image is not None:
         result.painted_fraction = painted_fraction(result.image)
+        if reader is not None and result.error is None and not result.violations:
+            result.text_found = reader.find(result.image)
     return result

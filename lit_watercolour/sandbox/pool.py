@@ -30,6 +30,7 @@ from lit_watercolour.sandbox.faults import SOLO_BACKSTOP, Lane, PageCrashed, Ret
 from lit_watercolour.sandbox.pages import RENDERER_DIR, WARM_TIMEOUT_S, WarmPage, assets, close_context, open_page, renew
 from lit_watercolour.sandbox.picture import measured
 from lit_watercolour.sandbox.processes import CpuClock
+from lit_watercolour.sandbox.text_check import TextDetector, shared_detector
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class RenderPool:
         self._warm: asyncio.Queue[asyncio.Future] = asyncio.Queue()
         self._warming: set[asyncio.Future] = set()  # pages being opened or renewed
         self._closed = False
+        self.reader: TextDetector | None = None  # the capture's text check (config.text_check)
 
     async def __aenter__(self) -> RenderPool:
         await self.start()
@@ -82,6 +84,8 @@ class RenderPool:
 
     async def start(self) -> None:
         try:
+            if self.config.text_check.enabled:  # its models load while the browser starts
+                reading = asyncio.ensure_future(asyncio.to_thread(shared_detector, self.config.text_check))
             self._playwright = await async_playwright().start()
             self._executable = self._capped_executable()
             first = await launch(self._playwright, self._executable, self.args)
@@ -104,6 +108,8 @@ class RenderPool:
             for _ in range(self.size):
                 self._queue_page(self._new_page())
             await self.settled()  # the pool is warm when start() returns
+            if self.config.text_check.enabled:
+                self.reader = await reading
         except BaseException:
             await self.close()
             raise
@@ -276,7 +282,8 @@ class RenderPool:
                 except (PlaywrightError, RuntimeError, asyncio.TimeoutError) as exc:
                     failure = f"{type(exc).__name__}: {exc}"
                     continue
-                return await asyncio.to_thread(measured, result)  # off the event loop: PNG decoding and numpy release the GIL
+                # off the event loop, overlapping other renders: PNG decoding, numpy and onnxruntime release the GIL
+                return await asyncio.to_thread(measured, result, self.reader)
             return RenderResult(png=None, error=f"render failed twice: {failure}"[:500], infra_error=True)
 
     async def _render_once(self, code: str, seed: int, timeout_s: float) -> RenderResult:

@@ -7,7 +7,7 @@
 # are missing and exits 3, so `&&` runs the command only once everything is there. The call that
 # completes the set checks the checksum and unpacks: the wheels into /opt/lw/site (first on
 # PYTHONPATH: vLLM, Triton 3.7.1 over the machine's, fla, trl), Chromium, Playwright and p5 through
-# the gpu-chromium tool's own install steps. Later calls find it installed.
+# the Chromium tool's own install steps (scripts/gpu/chromium). Later calls find it installed.
 set -euo pipefail
 LW=${LW_ROOT:-/opt/lw}; STASH=$LW/stash; PROJECT=$(pwd)
 if [ -f "$LW/env.sh" ]; then echo "installed in $LW ($(cat "$LW/components" | tr '\n' ' '))"; exit 0; fi
@@ -41,7 +41,7 @@ export VLLM_USE_FLASHINFER_SAMPLER=0  # FlashInfer is not carried: vLLM's own to
 ENV
 fi
 if [ -d chromium ]; then
-  # the gpu-chromium tool's three steps, from a folder holding its parts; p5 and p5.brush then go to the project
+  # the Chromium tool's three steps (scripts/gpu/chromium), from a folder holding its parts; p5 and p5.brush then go to the project
   mkdir -p /opt/stash && cp -r chromium/.gl chromium/.devchr* /opt/stash/ && cd /opt/stash
   bash .devchr1/install.sh 1 && bash /opt/chr/install.sh 2 && bash /opt/chr/install.sh 3
   mkdir -p "$PROJECT/renderer/node_modules" && cp -r renderer/node_modules/. "$PROJECT/renderer/node_modules/"

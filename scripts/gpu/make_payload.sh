@@ -9,7 +9,7 @@
 #   vllm      vLLM 0.26.0 (the newest built for torch 2.11) and the small wheels `import vllm` and an offline
 #             LLM with LoRA need; what Hopper does not load is cut from the wheel (FlashAttention 2's
 #             library, the Rust frontend, DeepGEMM for other Pythons, Blackwell attention sources)
-#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of ../shared/tools/gpu-chromium
+#   chromium  headless Chromium, Playwright, p5 and p5.brush: the outputs of scripts/gpu/chromium
 #             (.devchr1-3, .gl in $CHROMIUM_PARTS, default the root; made there first if missing, which needs
 #             .venv, renderer/node_modules and a .git folder)
 #   fla       triton 3.7.1 (fla 0.6.0 refuses older Triton on Hopper) + flash-linear-attention and fla-core 0.6.0,
@@ -17,7 +17,8 @@
 #   trl       trl 1.16.0 and datasets (which its GRPOTrainer imports), for the benchmarks' TRL side (no dependencies)
 #   bnb       bitsandbytes (CUDA 13 build for torch 2.11), for 4-bit policies
 #   deps      the project's own dependencies the image lacks: the gate's parser (tree-sitter), the CLI's
-#             jsonargparse, the judge's openai client (with the pydantic and httpx2 it needs)
+#             jsonargparse, the judge's openai client (with the pydantic and httpx2 it needs), the picture's
+#             text check (rapidocr with its models, OpenCV headless; onnxruntime is in the image)
 # The wheels are unpacked into one site folder and compressed together (zstd --long), with a zstd
 # binary beside it for the machine, which has none (ZSTD_LEVEL, default 12: -19 packs tighter but takes far longer on a busy box).
 set -euo pipefail
@@ -26,7 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # a call carries 64 MiB at most, the tracked tree included: the parts take what the tree leaves, less 2 MiB
 TREE_BYTES=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 PART_MIB=${PART_MIB:-$((62 - (TREE_BYTES >> 20) - 1))}
-CHROMIUM_TOOL=${CHROMIUM_TOOL:-$(cd "$ROOT/.." && pwd)/shared/tools/gpu-chromium}  # shared/ beside the project
+CHROMIUM_TOOL=${CHROMIUM_TOOL:-$HERE/chromium}
 CHROMIUM_PARTS=${CHROMIUM_PARTS:-$ROOT}  # where that tool's outputs are, or are made (a checkout with .venv, node_modules)
 COMPONENTS=("$@"); [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(vllm chromium fla trl)
 VLLM_DEPS=(pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 cbor2==6.3.0
@@ -58,7 +59,9 @@ for c in "${COMPONENTS[@]}"; do
   bnb) download "bitsandbytes==${BNB_VERSION:-0.50.2}";;
   deps)
     download tree-sitter==0.26.1 tree-sitter-javascript==0.25.0 jsonargparse==4.53.0 docstring-parser==0.18.0 \
-      typeshed-client==2.15.0 ruamel.yaml==0.19.1
+      typeshed-client==2.15.0 ruamel.yaml==0.19.1 \
+      rapidocr==3.10.0 opencv-python-headless==5.1.0.95 pyclipper==1.4.0 shapely==2.2.0 omegaconf==2.4.0 colorlog==6.12.0 \
+      requests==2.34.2 charset-normalizer==3.5.3 urllib3==2.8.0 idna==3.21 certifi
     # the judge's client: vLLM's own pin when vllm comes too (one openai in the site folder), else openai 3 on httpx2
     [[ " ${COMPONENTS[*]} " == *" vllm "* ]] || download openai==3.63.0 jiter==0.19.0 distro sniffio==1.3.1 \
       pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 httpx2==2.17.0 \
@@ -70,7 +73,7 @@ for c in "${COMPONENTS[@]}"; do
     fi
     mkdir -p "$W/out/chromium"
     cp -r "$CHROMIUM_PARTS"/{.devchr1,.devchr2,.devchr3,.gl} "$W/out/chromium/"
-    # the sandbox page's SES, which the gpu-chromium tool (p5 and p5.brush only) does not pack
+    # the sandbox page's SES, which the Chromium tool (scripts/gpu/chromium: p5 and p5.brush only) does not pack
     mkdir -p "$W/out/chromium/ses/dist" && cp renderer/node_modules/ses/dist/ses.umd.min.js "$W/out/chromium/ses/dist/";;
   *) echo "unknown component $c (vllm chromium fla trl bnb deps)"; exit 2;;
   esac
