@@ -11,7 +11,6 @@ rows' images (`RowImage`) go with their token ids into every forward (`completio
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import re
 from collections.abc import Iterator
