@@ -12,21 +12,19 @@ violations the sandbox recorded (renderer/harness.js), and words the picture's t
 the capture (lit_watercolour/sandbox/text_check.py).
 
 The page (harness.js) keeps the sketch out of the referee's reach: SES `lockdown()` freezes every
-built-in, and the sketch runs in a Compartment whose only globals are a facade of the allowed API
-(p5's functions and values, `brush`, a seeded Math, crypto and clock, a kept console). It has no
-window, document, timer, evaluator or DOM; the page's names it may reach for (fetch, document,
-location, Image, eval, ...) have nothing behind them and record the attempt. Objects handed back
-(buffers, vectors, colours, brush polygons, a custom tip's surface) are views that expose only their
-allowed members; everything handed to the libraries is copied to plain data, its functions wrapped.
-So every call that draws comes through the facade, and the picture is painted by the allowed API only:
-- shapes the sketch draws itself, on any target (main canvas, createGraphics, framebuffers), are
-  bare primitives; brush's own shapes are not;
-- a custom tip drawing shapes on its own tip surface is how p5.brush defines a stamp: allowed
-  (counted as `tip.*`); any other drawing from inside a p5.brush callback is `raw_drawing`;
-- text, images other than buffers, pixel writes, shaders, filter() with a shader, and reaching for a
-  buffer's element, context or renderer are violations wherever they happen;
-- buffers are limited in pixels (at the pool's density), whoever allocates them (p5.brush's tip
-  surfaces included);
+built-in, and the sketch runs in a Compartment whose globals are exactly the allowlist
+(lit_watercolour/allowlist.py): a refused name (fetch, document, storeItem, eval, Compartment, text,
+drawingContext, ...) is a trap that records its category, the reason here; any other name not on the list
+does not exist. Objects handed back (buffers, vectors, colours, brush polygons, a custom tip's surface) are
+views through a membrane that answer only to the list's names; everything handed to the libraries is copied
+to plain data, counted in values, its functions wrapped. So every call that draws comes through the facade:
+- shapes exist only on a custom tip's surface while its callback runs (counted as `tip.*`); the surface
+  ends with the callback and is never read or printed; any other drawing from inside a p5.brush callback,
+  the methods of kept brush objects included, is `raw_drawing`;
+- image() prints only the sketch's own layers that p5.brush painted, each once a frame, and a layer's
+  own paper (its background()) only as a whole new paper or invisibly, never as a flat block;
+- buffers are charged in bytes as they are (format, samples, density, snapshots), no side past the page's;
+  what p5.brush allocates on its own account is bounded apart (docs/gate.md);
 - the report is built out of the sketch's reach; one the pool cannot read is `tamper`.
 
 Plain-p5 rule: a sketch fails `bare_primitives` if it makes any bare primitive call at all, and
@@ -40,6 +38,7 @@ from __future__ import annotations
 
 import re
 
+from lit_watercolour.allowlist import REFUSED, WORLD
 from lit_watercolour.records import CANVAS_RANGE, GateResult, RenderResult, sketch_words
 from lit_watercolour.sketch import analyse, decode_identifier_escapes, is_truncated
 
@@ -53,14 +52,14 @@ REASONS: dict[str, str] = {
     "not_webgl": "the canvas is not createCanvas(w, h, WEBGL), which p5.brush requires",
     "network": "the sketch tries to reach the network (fetch, XHR, WebSocket, import(), ...)",
     "external_load": "the sketch loads or saves files (loadImage, loadJSON, createImg, data: images, ...)",
-    "dom": "the sketch touches the page outside the canvas (document, window, storage, elements)",
+    "dom": "the sketch touches the page outside the canvas (document, window, storage, elements, dialogs, cursor, timers)",
     "text": "the sketch writes text instead of painting: text() calls, or words a judge could read in the picture",
-    "eval": "the sketch evaluates strings as code (eval, Function)",
-    "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range), or makes too many or too large buffers",
+    "eval": "the sketch evaluates strings as code (eval, Function, the hardening library's Compartment and helpers)",
+    "canvas": "the sketch replaces, resizes or mis-sizes the canvas (one createCanvas, sides within the allowed range), or makes buffers over their byte budget or side",
     "raw_drawing": "the sketch draws around p5.brush: images, pixel writes, shaders, raw WebGL/2D calls, or paint from inside a brush callback",
     "hidden_code": "the sketch hands p5.brush values it cannot copy as data (Proxies, values too large or too deep)",
     "unknown_brush_method": "the sketch calls a brush.* name that p5.brush 2.2.2 does not export",
-    "bare_primitives": "the sketch paints with bare p5 shapes (ellipse, rect, line, ...) instead of p5.brush",
+    "bare_primitives": "the sketch paints with bare p5 shapes (ellipse, rect, line, ...) instead of p5.brush, or prints a layer p5.brush did not paint",
     "no_brush_painting": "the sketch makes no p5.brush painting call",
     "syntax_error": "the sketch does not parse",
     "runtime_error": "the sketch threw while running",
@@ -169,6 +168,8 @@ def static_gate(
         return _fail("text", f"uses {first(text)}")
     if raw := (free & _RAW_NAMES) | {m for m in facts.members if _RAW_MEMBERS.match(m)}:
         return _fail("raw_drawing", f"uses {first(raw)}")
+    if refused := sorted(n for n in free if WORLD.get(n) in REFUSED and WORLD[n] != "bare_primitives"):
+        return _fail(WORLD[refused[0]], f"uses {refused[0]}")  # the rest of the table's refused names
     if canvas_calls := free & _CANVAS:
         return _fail("canvas", f"uses {first(canvas_calls)}")
     if "createCanvas" in values:
@@ -191,11 +192,13 @@ def static_gate(
     return None
 
 
-# Violation kinds recorded by the page (renderer/*.js) -> reason, most telling first: a blocked
-# fetch also throws, and a blocked text() may also trip a DOM guard.
+# Violation kinds recorded by the page (renderer/*.js: a refused name records its category, which is the
+# reason; the older short kinds stay readable) -> reason, most telling first: a blocked fetch also throws,
+# and a blocked text() may also trip a DOM guard.
 _VIOLATION_REASON = {
-    "tamper": "tamper", "network": "network", "load": "external_load", "eval": "eval", "hidden": "hidden_code", "text": "text",
-    "raw": "raw_drawing", "canvas": "canvas", "dom": "dom",
+    "tamper": "tamper", "network": "network", "load": "external_load", "external_load": "external_load", "eval": "eval",
+    "hidden": "hidden_code", "hidden_code": "hidden_code", "text": "text", "raw": "raw_drawing", "raw_drawing": "raw_drawing",
+    "canvas": "canvas", "bare_primitives": "bare_primitives", "dom": "dom",
 }
 
 

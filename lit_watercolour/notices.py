@@ -13,6 +13,15 @@ import warnings
 import torch
 
 
+def _not_a_hub_kernel(record: logging.LogRecord) -> bool:
+    return "from kernels-community" not in str(record.msg)
+
+
+# bitsandbytes, when peft imports it, tries to fetch a CPU 4-bit kernel from the Hub (no network here, and an
+# untrusted repository) and says so at every start; it then runs its own CPU kernel. Set before that import.
+logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_not_a_hub_kernel)
+
+
 def quiet() -> None:
     """Filter the notices known not to apply to this program, and set what the others ask for."""
     # Lightning's hint to use TF32 on CUDA: the honest answer is to do so. The policy trains in bf16; what

@@ -11,7 +11,6 @@ rows' images (`RowImage`) go with their token ids into every forward (`completio
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import re
 from collections.abc import Iterator
@@ -93,9 +92,8 @@ class PolicyConfig:
     frozen_experts: bool = True
     """MoE experts as one autograd node with no weight gradients (`kernels.experts`); False: transformers'."""
     fla_glue: bool = False
-    """Gated DeltaNet layers (Qwen3.5) run their causal convolution and gated norm on flash-linear-attention's Triton
-    kernels where fla is installed and the model is on CUDA (`kernels.linear_attention`); off by default until a GPU
-    run has measured it (docs/results.md); False: transformers' (its PyTorch fallback for the convolution)."""
+    """Qwen3.5's Gated DeltaNet convolution and gated norm on fla's Triton kernels where fla is installed, on CUDA
+    (`kernels.linear_attention`); off until a GPU run measures it. False: transformers' (a PyTorch fallback)."""
     quantization: Literal["none", "4bit", "8bit"] = "none"
     """bitsandbytes base weights (QLoRA: 4bit is NF4 with the compute in `dtype`); needs the `bnb` extra.
     Off by default: each quantized matmul dequantizes its weight first, so a 16-bit base that fits is faster;

@@ -29,6 +29,7 @@ def test_default_fit_logs_rewards_and_writes_a_gallery(tmp_path):
         assert 0.0 <= float(row["gate/pass_rate"]) <= 1.0
         assert 0.0 <= float(row["reward"]) <= 1.0
         assert float(row["reward/image_stats/mean"]) > 0.0  # the shipped policy paints: the scorer saw renders
+        assert float(row["gate/reason_ok"]) == float(row["gate/pass_rate"]) and float(row["gate/text_hits"]) >= 0.0
     assert float(rows[0]["gate/pass_rate"]) > 0.0
 
     gallery = logs / "gallery"
@@ -43,6 +44,7 @@ def test_default_fit_logs_rewards_and_writes_a_gallery(tmp_path):
     # and each reachable
     assert 'href="../metrics.csv"' in html  # gallery/ sits beside metrics.csv in the version folder
     assert 'id="step-1"' in html and 'id="step-2"' in html
+    assert html.count("reward-hacking monitors: gate reasons") == 2  # a line under each snapshot
     side = html[html.index("Earliest against latest"):html.index("Every snapshot")]
     assert 'href="#step-1"' in side and 'href="#step-2"' in side
     assert len(list((run_dir / "default" / "renders" / "step_00002").glob("*.png"))) == len(

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from lit_watercolour import allowlist
 from lit_watercolour.gate import BRUSH_EXPORTS, REASONS, gate, static_gate
 from lit_watercolour.prompts import skeleton
 from lit_watercolour.sketch import extract_code
@@ -38,6 +39,9 @@ STATIC_CASES = {
     "dynamic_import": (sketch('import("http://127.0.0.1:9/x.js");'), "network"),
     "websocket": (sketch('new WebSocket("ws://127.0.0.1:9");'), "network"),
     "load_image": (sketch('loadImage("flower.png");'), "external_load"),
+    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "external_load"),
+    "store_item": (sketch('storeItem("palette", "#c2366a");'), "dom"),
+    "ses_compartment": (sketch('new Compartment().evaluate("1");'), "eval"),
     "data_uri": (sketch('const src = "data:image/png;base64,AAAA";'), "external_load"),
     "inner_html": (sketch('document.body.innerHTML = "<img src=x>";'), "dom"),
     "local_storage": (sketch('localStorage.setItem("a", "b");'), "dom"),
@@ -89,6 +93,31 @@ def test_brush_export_table_matches_the_real_library(render_pool):
     assert asyncio.run(keys()) == BRUSH_EXPORTS
 
 
+def test_the_page_provides_every_allowed_name(render_pool):
+    """The allowlist holds no dead name: every allowed global exists in the page (p5's, the language's or the page's own)."""
+    from lit_watercolour.sandbox import RenderPool
+
+    async def missing():
+        async with RenderPool(size=1) as pool:
+            warm = await pool._take_page()
+            try:
+                return await warm.page.evaluate("[...__lw.missing]")
+            finally:
+                await pool._discard(warm)
+
+    assert asyncio.run(missing()) == []
+
+
+def test_docs_list_the_allowlist():
+    """docs/gate.md carries the table exactly as lit_watercolour.allowlist renders it."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "gate.md").read_text()
+    listed = docs.split("<!-- allowlist:begin -->\n", 1)[1].split("<!-- allowlist:end -->", 1)[0]
+    assert listed == allowlist.markdown()
+    assert set(allowlist.REFUSED) <= set(REASONS)  # a refused category is the gate's reason
+    for name, category in allowlist.WORLD.items():
+        assert f"`{name}`" in listed and category in allowlist.CATEGORIES
+
+
 # Runtime: (code, reason, must the static gate let it through?)
 RUNTIME_CASES = {
     "syntax_error": (sketch("let x = ;"), "syntax_error"),
@@ -97,7 +126,7 @@ RUNTIME_CASES = {
     "infinite_loop": (sketch("while (true) {}"), "timeout"),
     "blank": (sketch(paint='brush.fill("#c2366a", 160);\n  brush.circle(-400, -400, 30);'), "blank_canvas"),
     "fetch_evasive": (sketch('this["fe" + "tch"]("http://127.0.0.1:9/x");'), "network"),
-    "image_request": (sketch('const im = new Image(); im.src = "http://127.0.0.1:9/x.png";'), "external_load"),  # no Image to make
+    "image_request": (sketch('const im = new this["Im" + "age"](); im.src = "http://127.0.0.1:9/x.png";'), "external_load"),  # no Image to make
     "load_image_evasive": (sketch('this["load" + "Image"]("flower.png");'), "external_load"),
     "inner_html_evasive": (sketch('this["docu" + "ment"].body["inner" + "HTML"] = "<h1>hibiscus</h1>";'), "dom"),
     "storage_evasive": (sketch('this["local" + "Storage"].setItem("a", "b");'), "dom"),
@@ -230,10 +259,10 @@ def test_canvas_resized_or_repeated_or_out_of_range_fails(render_pool):
 
 
 def test_same_code_and_seed_paint_the_same_picture(render_pool):
-    """Time (Date, performance.now, millis, frame time) and crypto's randomness are the page's
+    """Time (Date, performance.now, millis, second() ... year(), frame time) and crypto's randomness are the page's
     own, virtual and seeded: SwiftShader's rasteriser noise is all that may differ."""
     corpus = legit_corpus()
-    for name in ("clock_date_now", "clock_performance_millis", "crypto_seeded"):
+    for name in ("clock_date_now", "clock_performance_millis", "clock_p5_parts", "crypto_seeded"):
         first, second = render_pool.render_many([corpus[name]] * 2, [11, 11])
         a, b = (np.asarray(Image.open(io.BytesIO(r.png)).convert("RGB"), dtype=np.int16) for r in (first, second))
         differing = int((np.abs(a - b).max(axis=2) > 0).sum())

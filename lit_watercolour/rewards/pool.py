@@ -136,10 +136,6 @@ class ReferencePool:
         return cls(refs)
 
     @classmethod
-    def from_hub(cls, repo_id: str, revision: str | None = None, cache_dir: str | None = None) -> "ReferencePool":
-        return cls.from_folder(pool_folder(repo_id, revision, cache_dir))
-
-    @classmethod
     def load(cls, source: str | Path = SHIPPED_POOL, revision: str | None = None) -> "ReferencePool":
         """A local folder if `source` exists on disk, else a Hub dataset id."""
         return cls.from_folder(pool_folder(source, revision))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
 
+from lit_watercolour import allowlist
 from lit_watercolour.sandbox.browser import CLOSE_TIMEOUT_S, BrowserHandle
 from lit_watercolour.sandbox.faults import PageCrashed
 
@@ -36,7 +37,8 @@ RENEW_TIMEOUT_S = 30.0  # a new document in a warm page (seconds on a box loaded
 
 
 def assets(page_dir: Path = RENDERER_DIR) -> dict[str, tuple[bytes, str]]:
-    """The sandbox page's files by path: the page's own (from `page_dir`) and the installed libraries."""
+    """The sandbox page's files by path: the page's own (from `page_dir`), the installed libraries and the
+    sketch's world (lit_watercolour.allowlist)."""
     js = "application/javascript"
     modules = RENDERER_DIR / "node_modules"
     return {
@@ -45,6 +47,7 @@ def assets(page_dir: Path = RENDERER_DIR) -> dict[str, tuple[bytes, str]]:
         "/p5.min.js": ((modules / "p5" / "lib" / "p5.min.js").read_bytes(), js),
         "/p5.brush.js": ((modules / "p5.brush" / "dist" / "p5.brush.js").read_bytes(), js),
         "/ses.js": ((modules / "ses" / "dist" / "ses.umd.min.js").read_bytes(), js),
+        "/allowlist.js": (allowlist.page_script(), js),
         "/harness.js": ((page_dir / "harness.js").read_bytes(), js),
     }
 

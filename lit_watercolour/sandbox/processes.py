@@ -33,22 +33,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
 
 
-def thread_demand(pid: int) -> dict[int, float]:
-    """Seconds each thread of a process has spent on a core or runnable in the run queue, by thread id
-    ({} once the process is gone)."""
-    found = {}
+def thread_demand(pid: int) -> tuple[dict[int, float], bool]:
+    """Seconds each thread of a process has spent on a core or runnable in the run queue, by thread id ({}
+    once the process is gone), and whether one of them is runnable now (the kernel adds a thread's time in
+    the queue only when it next runs, so a starved thread shows it late)."""
+    found, runnable = {}, False
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return {}
+        return {}, False
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 on_cpu, queued = f.read().split()[:2]
-        except (OSError, ValueError):  # the thread has exited
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                runnable = runnable or f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, ValueError, IndexError):  # the thread has exited
             continue
         found[int(tid)] = (int(on_cpu) + int(queued)) / 1e9
-    return found
+    return found, runnable
 
 
 class CpuClock:
@@ -72,13 +75,18 @@ class CpuClock:
 
     def tick(self) -> None:
         """Counts as waiting the part of the wall clock since the last tick that the processes' threads neither
-        ran nor queued for: the interval less their demand in it (several threads busy at once make it none)."""
-        now, used = time.monotonic(), 0.0
+        ran nor queued for: the interval less their demand in it (several threads busy at once make it none),
+        none of it while a thread is runnable now; demand beyond the interval (queueing reported late, when a
+        starved thread finally runs) takes back what earlier intervals counted."""
+        now, used, runnable = time.monotonic(), 0.0, False
         for pid in self.pids if SCHEDSTAT else ():
-            for tid, seconds in thread_demand(pid).items():
+            threads, busy = thread_demand(pid)
+            runnable = runnable or busy
+            for tid, seconds in threads.items():
                 used += seconds - self.demand.get((pid, tid), 0.0)  # a thread started since the last tick: all of it
                 self.demand[(pid, tid)] = seconds
-        self.waited += max(0.0, now - self.ticked - used)
+        idle = now - self.ticked - used
+        self.waited = max(0.0, self.waited + (min(idle, 0.0) if runnable else idle))
         self.ticked = now
 
     def waited_s(self) -> float:

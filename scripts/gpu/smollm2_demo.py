@@ -50,7 +50,8 @@ def command(sub: str, config: str, name: str, args: argparse.Namespace, *extra: 
     out = str(args.out)
     cmd = [sys.executable, "-m", "lit_watercolour", sub, "--config", str(ROOT / config),
            "--trainer.default_root_dir", f"{out}/{name}", "--trainer.logger.init_args.save_dir", out,
-           "--trainer.logger.init_args.name", name, "--model.sampling.max_completion_length", str(args.max_tokens)]
+           "--trainer.logger.init_args.name", name, "--trainer.logger.init_args.flush_logs_every_n_steps", "1",
+           "--model.sampling.max_completion_length", str(args.max_tokens)]  # flushed each step: a stopped run keeps its rows
     if args.smoke:
         cmd += ["--trainer.accelerator", "cpu", "--model.policy.dtype", "float32"]
     if sub != "sft":

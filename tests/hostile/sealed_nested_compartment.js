@@ -1,5 +1,5 @@
-// expect: bare_primitives
-// a second realm of its own, from which bare shapes are drawn
+// expect: eval
+// a second realm of its own, from the hardening library's Compartment, from which bare shapes would be drawn
 function setup() {
   createCanvas(512, 512, WEBGL);
   noLoop();

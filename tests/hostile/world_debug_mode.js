@@ -1,0 +1,14 @@
+// expect: raw_drawing
+// p5's debug grid and axes: lines drawn around p5.brush
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  this["debug" + "Mode"]();
+}

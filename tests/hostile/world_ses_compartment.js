@@ -1,0 +1,15 @@
+// expect: eval
+// the hardening library's own evaluator, reached by a computed name
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  const C = this["Compart" + "ment"];
+  new C().evaluate("1 + 1");
+}

@@ -1,0 +1,14 @@
+// expect: raw_drawing
+// a custom tip's surface read inside its callback
+function setup() {
+  createCanvas(512, 512, WEBGL);
+  noLoop();
+}
+function draw() {
+  translate(-width / 2, -height / 2);
+  background("#fbf7ee");
+  brush.noStroke();
+  brush.fill("#c2366a", 160);
+  brush.circle(256, 256, 80);
+  brush.add("peek", { type: "custom", weight: 5, scatter: 0, opacity: 60, spacing: 1, pressure: [1, 1], rotate: "none", tip: (m) => { m.circle(0, 0, 10); m.get(); } });
+}
