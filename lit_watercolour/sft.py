@@ -109,9 +109,13 @@ class SFTModule(pl.LightningModule):
         return configure_optimizer(self.policy_model, self.optim_config, self.trainer.max_steps)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
-        clip = gradient_clip_val or self.optim_config.max_grad_norm
-        if clip:
-            self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
+        """Clip the gradient norm to `max_grad_norm`; a non-finite norm drops the gradients, so AdamW skips the step
+        (one bad batch must not turn the weights into NaN)."""
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(params, gradient_clip_val or self.optim_config.max_grad_norm or float("inf"))
+        if not torch.isfinite(norm):
+            for p in params:
+                p.grad = None
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["state_dict"] = trainable_state_dict(self)

@@ -55,7 +55,7 @@ class ShippedOCR:
         import numpy as np
 
         read = self.engine(np.asarray(image))
-        hits = [TextHit(t, float(s), (0, 0, 0, 0)) for t, s in zip(read.txts or (), read.scores) if float(s) >= self.config.min_score]
+        hits = [TextHit(t, float(s), (0, 0, 0, 0)) for t, s in zip(read.txts or (), read.scores or ()) if float(s) >= self.config.min_score]
         return hits if count_chars(hits, self.config.min_score) >= self.config.min_chars else []
 
 

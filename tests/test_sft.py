@@ -109,3 +109,24 @@ def test_sft_lowers_the_held_out_loss_and_fit_starts_from_its_adapter(tmp_path):
     assert len(samples) == 2 and all(s["gate"] and set(s["scores"]) == {"gate", "length"} for s in samples)
     summary = json.loads((run / "samples" / "summary.json").read_text())
     assert summary["all"]["n"] == 2 and 0.0 <= summary["all"]["gate_pass_rate"] <= 1.0
+
+
+def test_a_non_finite_gradient_skips_the_step():
+    """A NaN gradient (a bf16 overflow, a bad row) drops every gradient, so AdamW leaves the adapter as it was."""
+    module = SFTModule(policy=PolicyConfig(**TINY))
+    module.configure_model()
+    params = [p for p in module.policy_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-2)
+    before = [p.detach().clone() for p in params]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    params[0].grad[0] = float("nan")
+    module.configure_gradient_clipping(optimizer)
+    optimizer.step()
+    assert all(torch.equal(a, p) for a, p in zip(before, params))
+    for p in params:
+        p.grad = torch.full_like(p, 10.0)
+    module.configure_gradient_clipping(optimizer)  # finite: clipped to max_grad_norm, then a step
+    assert torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])) <= 1.0 + 1e-4
+    optimizer.step()
+    assert not torch.equal(before[0], params[0])

@@ -56,6 +56,8 @@ def command(sub: str, config: str, name: str, args: argparse.Namespace, *extra: 
         cmd += ["--trainer.accelerator", "cpu", "--model.policy.dtype", "float32"]
     if sub != "sft":
         cmd += ["--model.sampler", args.sampler]
+    if sub != "sft" and not args.text_check:  # the GPU image has no rapidocr/onnxruntime unless they are carried
+        cmd += ["--model.render.text_check.enabled", "false"]
     if sub != "sft" and args.sampler == "vllm":
         # several engines share the GPU: a fixed KV cache each (no start-up profiling of a GPU others are using) and
         # no compilation (a 135M model's decoding is fast enough eager, and each run would compile it again)
@@ -165,6 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=True,
                         help="run each wave's stages at once")
     parser.add_argument("--gpu-share", type=float, default=0.1, help="GPU memory share of each vLLM engine")
+    parser.add_argument("--text-check", action=argparse.BooleanOptionalAction, default=True,
+                        help="the render's OCR text check (needs rapidocr and onnxruntime)")
     parser.add_argument("--kv-cache-gib", type=int, default=4, help="KV cache of each vLLM engine")
     parser.add_argument("--sft-steps", type=int, default=200)
     parser.add_argument("--sft-batch", type=int, default=16)
