@@ -275,6 +275,7 @@
     const m = gl ? r.states.uModelMatrix.mat4 : null;
     const d = gl ? null : r.drawingContext.getTransform();
     const t = gl ? [m[0], m[1], m[4], m[5], m[12], m[13]] : [d.a, d.b, d.c, d.d, d.e, d.f];
+    if (Math.abs(t[1]) > 1e-9 || Math.abs(t[2]) > 1e-9) return false;  // turned or sheared: corners of paper left showing
     const xs = [], ys = [];
     for (const [px, py] of [[x, y], [x + w, y], [x, y + h], [x + w, y + h]]) { xs.push(t[0] * px + t[2] * py + t[4]); ys.push(t[1] * px + t[3] * py + t[5]); }
     const scale = gl ? 1 : r._pixelDensity || 1;  // a 2D context's transform is in device pixels, from the top left
