@@ -130,11 +130,6 @@ def test_nothing_points_outside_the_repository():
     assert outside == [], "\n".join(outside)
 
 
-# stale citations in a file another change owns (its split under 400 lines); each must still be stale, so an entry
-# goes as soon as its file is fixed
-PENDING = {"lit_watercolour/sampling/vllm.py"}
-
-
 def test_no_comment_cites_a_readme_section_that_is_gone():
     """A citation of the README names a section it has (`README, "Section"`, `README: Section`, `README.md#anchor`);
     a bare "README" names none, so nothing could say when it went stale."""
@@ -153,6 +148,4 @@ def test_no_comment_cites_a_readme_section_that_is_gone():
                 ok = (anchor in anchors) if anchor else any(s.startswith(section) for s in sections) if section else False
                 if not ok:
                     bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
-    pending = {b for b in bad if b.split(":")[0] in PENDING}
-    assert {b.split(":")[0] for b in pending} == PENDING, "fixed: drop it from PENDING"
-    assert sorted(set(bad) - pending) == [], "\n".join(bad)
+    assert bad == [], "\n".join(bad)

