@@ -25,7 +25,8 @@ split -n 2 -d $W/chs.zst $W/chs.zst.part
 mv $W/chs.zst.part00 .devchr1/chs.zst.part00; mv $W/chs.zst.part01 .devchr2/chs.zst.part01
 cp -L "$(command -v zstd)" .devchr1/zstd/
 for l in libzstd.so.1 liblzma.so.5 liblz4.so.1 libz.so.1; do cp -L /lib/x86_64-linux-gnu/$l .devchr1/zstd/; done
-cp "$HERE"/{unz.sh,chrome.sh,chrome-gpu.sh,install.sh,heavy.js,probe.html} .devchr1/
+cp "$HERE"/{unz.sh,chrome.sh,chrome-gpu.sh,install.sh,probe.html} .devchr1/
+cp "$HERE/../../../renderer/bench/heavy512.js" .devchr1/heavy.js  # the benchmark's heavy sketch
 # call 2: runtime files + every non-glibc library the binary needs + NSS's dlopened modules
 cp -a $C/{headless_command_resources.pak,headless_lib_data.pak,headless_lib_strings.pak,icudtl.dat,v8_context_snapshot.bin,snapshot_blob.bin,libvk_swiftshader.so,vk_swiftshader_icd.json,libvulkan.so.1,libEGL.so,libGLESv2.so,chrome_crashpad_handler,locales} $W/stage/chr/chromium/
 ldd $C/chromium-headless-shell | awk '/=>/{print $1, $3}' \
