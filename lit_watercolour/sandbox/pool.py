@@ -13,9 +13,9 @@ failure is: sandbox.faults. Browsers and backends: sandbox.browser.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -59,7 +59,7 @@ class RenderPool:
         self._assets = assets(Path(config.page_dir) if config.page_dir else RENDERER_DIR)
         self._playwright = None
         self._executable: str | None = None
-        self._wrapper_dir: str | None = None
+        self._wrapper_dir: tempfile.TemporaryDirectory | None = None  # the memory cap's wrapper script
         self._active: list[BrowserHandle] = []
         self._retired: set[BrowserHandle] = set()
         self._alone: set[BrowserHandle] = set()  # browsers of renders judged alone
@@ -115,13 +115,11 @@ class RenderPool:
             raise
 
     def _capped_executable(self) -> str | None:
-        real = self.executable_path
-        if real is None and self.config.memory_cap_gib:
-            real = self._playwright.chromium.executable_path
+        real = self.executable_path or (self._playwright.chromium.executable_path if self.config.memory_cap_gib else None)
         if not self.config.memory_cap_gib or not real:
             return real
-        self._wrapper_dir = tempfile.mkdtemp(prefix="lw-render-")
-        return chromium.capped_executable(real, self.config.memory_cap_gib, self._wrapper_dir)
+        self._wrapper_dir = tempfile.TemporaryDirectory(prefix="lw-render-")
+        return chromium.capped_executable(real, self.config.memory_cap_gib, self._wrapper_dir.name)
 
     async def close(self) -> None:
         """Bounded: every await has a limit, then the browsers' processes are killed."""
@@ -142,13 +140,11 @@ class RenderPool:
         self._active, self._retired, self._alone = [], set(), set()
         await asyncio.gather(*(shutdown(b) for b in everyone), *self._closing)
         if self._playwright is not None:
-            try:
+            with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
                 await asyncio.wait_for(self._playwright.stop(), chromium.CLOSE_TIMEOUT_S)
-            except (PlaywrightError, asyncio.TimeoutError):
-                pass
             self._playwright = None
         if self._wrapper_dir is not None:
-            shutil.rmtree(self._wrapper_dir, ignore_errors=True)
+            self._wrapper_dir.cleanup()
             self._wrapper_dir = None
 
     async def _pick_browser(self) -> BrowserHandle:
@@ -217,12 +213,10 @@ class RenderPool:
         """The page with a new document; one that cannot be renewed (its old document still runs
         work, or it crashed) has its context closed, renderer and all, and a new page is warmed."""
         if warm.owner.usable():
-            try:
+            with contextlib.suppress(PlaywrightError, RuntimeError, asyncio.TimeoutError):
                 await renew(warm)
                 self.pages_reused += 1
                 return warm
-            except (PlaywrightError, RuntimeError, asyncio.TimeoutError):
-                pass
         await self._discard(warm)
         return await self._new_page()
 
