@@ -9,6 +9,8 @@ VLLM_VENV ?= .venv-vllm
 VPY       := $(VLLM_VENV)/bin/python
 # The CPU build of torch 2.13 is what this project is tested with on laptops; GPU nodes bring their own.
 TORCH  ?= torch==2.13.0
+# processes the main suite runs on (`make test`): one a core of the 2-core machines CI and laptops have
+TEST_WORKERS ?= 2
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup setup-vllm fit test bench clean
@@ -48,9 +50,10 @@ chromium:
 fit: setup
 	$(PY) -m lit_watercolour fit
 
-# the suite, then the real-vLLM tests (marked `vllm`, skipped in the main environment) in vLLM's
+# the suite on TEST_WORKERS processes (pytest-xdist; one a core: tests/conftest.py), then the real-vLLM tests
+# (marked `vllm`, skipped in the main environment) in vLLM's
 test: setup setup-vllm
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 	LIT_WATERCOLOUR_REQUIRE_VLLM=1 $(VPY) -m pytest -m vllm tests/test_sampling_vllm.py
 
 bench: setup

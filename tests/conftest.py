@@ -92,6 +92,30 @@ def judged_fit(tmp_path_factory, painter):
     return SimpleNamespace(cwd=cwd, run=run, server=server, env=env, secrets=SECRETS)
 
 
+# `make test` runs the suite on two workers (pytest-xdist), a module at a time so that module fixtures are made
+# once; modules that read another's module-less fixture share its worker, so it is made once too
+SHARED_WORKER = {"tests/test_secrets.py": "tests/test_cli.py"}  # both read `judged_fit`
+
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)  # the other worker has the other core: a second thread would only spin (cpu_threads.py)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_WORKER.get(module, module)
+
+    return ModuleScheduling(config, log)
+
+
 # tests that skip where an optional dependency is missing, and what `make test` does about it
 OPTIONAL = {
     "REAL-vLLM": (lambda r: "vllm" in getattr(r, "keywords", {}),
