@@ -4,7 +4,7 @@ For the 2.2M-parameter tiny policy a decoding step is ~100 tiny kernels; transfo
 `generate` wraps them in ~100 module calls, logits processors, a cache that grows by `torch.cat`
 (a copy of the whole cache every token) and attention over a padded static length. Here one
 step is the same math written flat: q/k/v and gate/up projections fused into one matmul each,
-the LoRA delta folded into the weights once per call (`policy.merged_weight`: the model's own are not touched),
+the LoRA delta folded into the weights once per call (`adapter_merge.merged_weight`: the model's own are not touched),
 keys and values written into a cache allocated once, attention over the filled part only, and
 top-k / top-p sampling by the exponential race (argmax of p / Exp(1), a categorical draw).
 
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_watercolour.policy import merged_weight
+from lit_watercolour.adapter_merge import merged_weight
 
 LEAN_MODEL_TYPES = ("qwen3",)
 

@@ -165,9 +165,10 @@ class GRPOModule(pl.LightningModule):
                 # a tiny model's kernels are too small to split: extra threads only fight the renderer
                 torch.set_num_threads(self.threads.update)
             device = self.trainer.strategy.root_device.type if self._trainer is not None else None
-            self.policy_model, self.tokenizer = load_policy(self.policy_config, device)
-            settings = update_defaults(self.policy_config, self.policy_model, device, self.grpo_config.micro_batch_size)
+            settings = update_defaults(self.policy_config, device, self.grpo_config.micro_batch_size)  # the one resolution
             pl.utilities.rank_zero_info(f"update settings: {settings}")
+            self.grpo_config = replace(self.grpo_config, micro_batch_size=settings.micro_batch_size)
+            self.policy_model, self.tokenizer = load_policy(self.policy_config, device, settings)
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
             if self.turns.shows_image:
                 self.processor = load_processor(self.policy_config, self.tokenizer)

@@ -133,10 +133,10 @@ class Variant:
 
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
     cfg = v.policy_config(folder, args)
-    model, tokenizer = load_policy(cfg, device.type)
+    settings = update_defaults(cfg, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
+    model, tokenizer = load_policy(cfg, device.type, settings)
     if cfg.quantization == "none":  # a quantized base is loaded onto the device, where bitsandbytes quantized it
         model.to(device)
-    settings = update_defaults(cfg, model, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
     G, mb = args.num_generations, min(settings.micro_batch_size, args.num_generations)
     if G % mb:
         raise ValueError(f"--num-generations {G} is not a multiple of the micro-batch size {mb}")

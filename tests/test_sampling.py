@@ -8,7 +8,8 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour import grpo
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import PolicyConfig, adapter_merged, completion_logps, load_policy, merged_weights
+from lit_watercolour.adapter_merge import adapter_merged, merged_weights
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
 from lit_watercolour.sampling import FinishedRowHook, HFSampler, SamplingConfig, completion_mask_and_truncation
 
 pytestmark = pytest.mark.usefixtures("one_thread")

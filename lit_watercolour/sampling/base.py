@@ -43,7 +43,7 @@ class SamplingConfig:
     """Rows per forward when scoring the sampled tokens."""
     merge_adapter: bool = False
     """generate and the captured step (graph_decode) decode with the adapter folded into copies of the adapted
-    weights (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token, a
+    weights (`adapter_merge.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token, a
     copy of the adapted weights held while sampling. Lean decoding always folds it."""
     lean_decode: bool = True
     """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py: per-token overhead, not FLOPs,

@@ -21,7 +21,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from lit_watercolour import graph_decoding
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import adapter_merged
+from lit_watercolour.adapter_merge import adapter_merged
 from lit_watercolour.sampling.base import (
     OnCompletion,
     PromptInput,
