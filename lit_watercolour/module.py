@@ -197,11 +197,9 @@ class GRPOModule(pl.LightningModule):
 
     def _open_pipeline(self, rewards: RewardMix | None, depth: int = 0, **overrides) -> None:
         if self.pipeline is None:
-            # ranks draw different rows of the same groups; a batch sampled ahead draws the same whenever it is sampled
-            reseed = self.trainer.world_size > 1 or self.max_staleness > 0
             self.pipeline = RolloutPipeline(
                 self.sampler, rewards=rewards, render=replace(self.render_config, **overrides),
-                pool_size=self.render_pool_size, device=self.device, rank=self.global_rank, reseed=reseed, depth=depth,
+                pool_size=self.render_pool_size, device=self.device, rank=self.global_rank, depth=depth,
                 turns=self.turns, tokenizer=self.tokenizer, processor=self.processor)
 
     def teardown(self, stage: str) -> None:
