@@ -1,7 +1,8 @@
 #!/bin/bash
 # On the GPU machine, from the project's root, first in every device call, each call carrying the next
-# of the folders .gpupart1 .. .gpupartN that make_payload.sh wrote (the machine keeps /opt only while
-# it stays warm: make the calls back to back):
+# of the folders $PAYLOAD1 .. $PAYLOADN that make_payload.sh wrote (PAYLOAD default .gpupart); the machine keeps
+# /opt only while it stays warm: make the calls back to back. A second payload installs beside the first with its
+# own PAYLOAD and LW_ROOT, and its own env.sh to source:
 #     bash scripts/gpu/install.sh && source /opt/lw/env.sh && <command>
 # Each call stashes the parts it carries in /opt/lw/stash and, until the set is complete, says which
 # are missing and exits 3, so `&&` runs the command only once everything is there. The call that
@@ -9,18 +10,18 @@
 # PYTHONPATH: vLLM, Triton 3.7.1 over the machine's, fla, trl), Chromium, Playwright and p5 through
 # the Chromium tool's own install steps (scripts/gpu/chromium). Later calls find it installed.
 set -euo pipefail
-LW=${LW_ROOT:-/opt/lw}; STASH=$LW/stash; PROJECT=$(pwd)
+LW=${LW_ROOT:-/opt/lw}; STASH=$LW/stash; PROJECT=$(pwd); PAYLOAD=${PAYLOAD:-.gpupart}
 if [ -f "$LW/env.sh" ]; then echo "installed in $LW ($(cat "$LW/components" | tr '\n' ' '))"; exit 0; fi
 mkdir -p "$STASH"
-for d in .gpupart*/; do
+for d in "$PAYLOAD"[0-9]*/; do
   [ -d "$d" ] || continue
   cp "$d"/payload.* "$d/manifest" "$STASH"/
 done
-[ -f "$STASH/manifest" ] || { echo "no .gpupart* folder carried and nothing stashed: carry .gpupart1"; exit 2; }
+[ -f "$STASH/manifest" ] || { echo "no $PAYLOAD* folder carried and nothing stashed: carry ${PAYLOAD}1"; exit 2; }
 source "$STASH/manifest"
 have=$(ls "$STASH"/payload.* | wc -l)
 if [ "$have" -lt "$parts" ]; then
-  missing=$(for i in $(seq 1 "$parts"); do [ -f "$(printf '%s/payload.%02d' "$STASH" $((i - 1)))" ] || printf '.gpupart%d ' "$i"; done)
+  missing=$(for i in $(seq 1 "$parts"); do [ -f "$(printf '%s/payload.%02d' "$STASH" $((i - 1)))" ] || printf '%s%d ' "$PAYLOAD" "$i"; done)
   echo "stashed $have of $parts parts ($components); carry the others in the next calls: $missing"
   exit 3
 fi
