@@ -42,7 +42,7 @@ from lit_watercolour.gguf import transformers_folder  # noqa: E402
 TRAINED = "a peach hibiscus"
 UNSEEN = ["a blue iris", "a bowl of lemons"]  # in configs/smollm2_sft.yaml's exclude_subjects
 SMOKE = {"sft_steps": 2, "eval_n": 2, "grpo_steps": 2, "seeds": [0, 1], "turn_steps": 2, "k": 1, "max_tokens": 48,
-         "paintings": 1, "sampler": "hf", "sft_batch": 1, "sft_samples": 8, "parallel": False}
+         "paintings": 1, "sft_batch": 1, "sft_samples": 8, "parallel": False}
 
 
 def command(sub: str, config: str, name: str, args: argparse.Namespace, *extra: str) -> list[str]:
@@ -162,8 +162,8 @@ def stages_picture(args: argparse.Namespace, names: list[str]) -> Path | None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "smollm2_demo")
-    parser.add_argument("--smoke", action="store_true", help="a CPU at toy sizes (SMOKE), hf sampling")
-    parser.add_argument("--sampler", default="vllm", help="vllm (a GPU) or hf")
+    parser.add_argument("--smoke", action="store_true", help="a CPU at toy sizes (SMOKE)")
+    parser.add_argument("--sampler", choices=["vllm", "hf"], help="default vllm, or hf with --smoke")
     parser.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=True,
                         help="run each wave's stages at once")
     parser.add_argument("--gpu-share", type=float, default=0.1, help="GPU memory share of each vLLM engine")
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.smoke:
         for key, value in SMOKE.items():
             setattr(args, key, value)
+    args.sampler = args.sampler or ("hf" if args.smoke else "vllm")
     args.out = args.out.resolve()
     start = time.time()
     sft_cfg, grpo_cfg = "configs/smollm2_sft.yaml", "configs/smollm2_grpo.yaml"
