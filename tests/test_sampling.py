@@ -11,6 +11,7 @@ from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
 from lit_watercolour.adapter_merge import adapter_merged, merged_weights
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
 from lit_watercolour.sampling import FinishedRowHook, HFSampler, SamplingConfig, completion_mask_and_truncation
+from lit_watercolour.sampling.base import row_seeds
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -115,6 +116,17 @@ def test_draws_come_from_the_callers_generator_and_leave_torchs_alone(policy, le
     assert sampler.decode_path == ("lean" if lean else "generate")
     assert first.texts == again.texts and torch.equal(first.completion_ids, again.completion_ids)
     assert other.texts != first.texts and len(set(first.texts)) > 1  # rows of one group differ too
+
+
+def test_vllm_row_seeds_come_from_the_callers_generator():
+    """The vLLM samplers' per-row request seeds (`row_seeds`): a seeded generator gives the same seeds again, another
+    seed others, and torch's global random state is where it was."""
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    seeds = row_seeds(6, torch.Generator().manual_seed(3))
+    assert torch.equal(torch.get_rng_state(), before)
+    assert seeds == row_seeds(6, torch.Generator().manual_seed(3)) != row_seeds(6, torch.Generator().manual_seed(4))
+    assert len(set(seeds)) == 6
 
 
 def test_top_k_one_is_greedy(policy):
