@@ -2,7 +2,8 @@
 one short `fit` of it through the entry point that test_cli and test_secrets both read.
 
 Other test files reuse `render_pool` (a ThreadedRenderPool: `.submit(code, seed)`,
-`.render_many(codes, seeds)`) instead of launching their own Chromium.
+`.render_many(codes, seeds)`) instead of launching their own Chromium, and `rendered(codes, seeds)` where
+they only read a render that another test may already have made.
 """
 
 from __future__ import annotations
@@ -31,6 +32,22 @@ SECRETS = {"LW_TEST_JUDGE_KEY": "sk-judge-9f8e7d6c5b4a", "HF_TOKEN": "hf_fakeTok
 def render_pool():
     with ThreadedRenderPool(size=3, timeout_s=60.0) as pool:
         yield pool
+
+
+@pytest.fixture(scope="session")
+def rendered(render_pool):
+    """`rendered(codes, seeds)`: the session pool's renders, each (code, seed) rendered once a session, for
+    tests that only read a render (its report, verdict or pixels); a test of how the pool behaves renders
+    afresh through `render_pool`. A generous limit: honest sketches must finish however loaded the machine is."""
+    futures = {}
+
+    def renders(codes: list[str], seeds: list[int]) -> list:
+        keys = list(zip(codes, seeds, strict=True))
+        for key in keys:
+            if key not in futures:
+                futures[key] = render_pool.submit(*key, timeout_s=300.0)
+        return [futures[key].result() for key in keys]
+    return renders
 
 
 @pytest.fixture(scope="session")

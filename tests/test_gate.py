@@ -79,33 +79,31 @@ def test_fixture_sketches_pass_static_gate(sketches):
         assert static_gate(code) is None, name
 
 
-def test_brush_export_table_matches_the_real_library(render_pool):
-    from lit_watercolour.sandbox import RenderPool  # the page's own view of `brush`
-
-    async def keys():
-        async with RenderPool(size=1) as pool:
-            warm = await pool._take_page()
-            try:
-                return set(await warm.page.evaluate("Object.keys(brush)"))
-            finally:
-                await pool._discard(warm)
-
-    assert asyncio.run(keys()) == BRUSH_EXPORTS
-
-
-def test_the_page_provides_every_allowed_name(render_pool):
-    """The allowlist holds no dead name: every allowed global exists in the page (p5's, the language's or the page's own)."""
+@pytest.fixture(scope="module")
+def fresh_page() -> dict:
+    """What a fresh pool's warm sandbox page holds before any sketch: `brush`'s own names, and the allowed
+    globals it lacks (one page for both readings)."""
     from lit_watercolour.sandbox import RenderPool
 
-    async def missing():
+    async def read():
         async with RenderPool(size=1) as pool:
             warm = await pool._take_page()
             try:
-                return await warm.page.evaluate("[...__lw.missing]")
+                return {"brush": set(await warm.page.evaluate("Object.keys(brush)")),
+                        "missing": await warm.page.evaluate("[...__lw.missing]")}
             finally:
                 await pool._discard(warm)
 
-    assert asyncio.run(missing()) == []
+    return asyncio.run(read())
+
+
+def test_brush_export_table_matches_the_real_library(fresh_page):
+    assert fresh_page["brush"] == BRUSH_EXPORTS  # the page's own view of `brush`
+
+
+def test_the_page_provides_every_allowed_name(fresh_page):
+    """The allowlist holds no dead name: every allowed global exists in the page (p5's, the language's or the page's own)."""
+    assert fresh_page["missing"] == []
 
 
 def test_docs_list_the_allowlist():
@@ -163,9 +161,9 @@ def test_good_sketch_passes_before_and_after_bad_ones(runtime_verdicts):
     assert after.passed and after.reason == "ok"
 
 
-def test_fixture_sketches_pass_the_gate(render_pool, sketches):
+def test_fixture_sketches_pass_the_gate(rendered, sketches):
     names = sorted(sketches)
-    results = render_pool.render_many([sketches[n] for n in names], [0] * len(names))
+    results = rendered([sketches[n] for n in names], [0] * len(names))
     for name, result in zip(names, results):
         verdict = gate(sketches[name], result)
         assert verdict.passed, (name, verdict)
@@ -224,21 +222,20 @@ def test_static_gate_sees_through_the_tokenizer_evasions(name):
     assert verdict is not None and verdict.reason == reason, verdict
 
 
-def test_legit_corpus_passes(render_pool):
+def test_legit_corpus_passes(rendered):
     corpus = legit_corpus()
     assert len(corpus) >= 15
     names = sorted(corpus)
     for name in names:
         assert static_gate(corpus[name]) is None, name
-    # a generous limit: honest sketches must pass however loaded the machine is
-    results = [f.result() for f in [render_pool.submit(corpus[n], 3, timeout_s=300.0) for n in names]]
+    results = rendered([corpus[n] for n in names], [3] * len(names))
     failed = {n: gate(corpus[n], r) for n, r in zip(names, results) if not gate(corpus[n], r).passed}
     assert not failed, failed
 
 
-def test_recipe_skeleton_comes_back_at_its_own_size(render_pool):
+def test_recipe_skeleton_comes_back_at_its_own_size(rendered):
     code = legit_corpus()["recipe_skeleton_600"]
-    result = render_pool.submit(code, 1).result()
+    (result,) = rendered([code], [3])
     assert gate(code, result).passed
     assert (result.width, result.height) == (600, 600)
     assert Image.open(io.BytesIO(result.png)).size == (600, 600)  # the conftest pool paints at density 1

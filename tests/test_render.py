@@ -54,8 +54,8 @@ def pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
-def test_good_sketch_renders_with_report(render_pool, sketches):
-    result = render_pool.submit(sketches["hibiscus"], 0).result()
+def test_good_sketch_renders_with_report(rendered, sketches):
+    (result,) = rendered([sketches["hibiscus"]], [0])
     assert result.error is None and not result.timed_out and not result.infra_error
     assert result.violations == []
     image = Image.open(io.BytesIO(result.png))
@@ -84,14 +84,15 @@ REFERENCE_SKETCHES = {  # fills with bleed and texture, flow-field strokes, a cu
 }
 
 
-def test_the_harness_leaves_the_pixels_as_they_were(render_pool):
+def test_the_harness_leaves_the_pixels_as_they_were(render_pool, rendered):
     """Changes to the sandbox page (prelude.js, harness.js) must not move a pixel: seed 0 of these
     sketches against PNGs rendered by main's page of 2026-12-04 (SwiftShader, Debian Chromium;
     another rasteriser paints other pixels, so a machine with a GPU renders them on a SwiftShader pool of its own)."""
+    codes, seeds = [path.read_text() for path in REFERENCE_SKETCHES.values()], [0] * len(REFERENCE_SKETCHES)
     own = render_pool.pool.backend != "swiftshader"
     with ThreadedRenderPool(size=1, timeout_s=60.0, render_backend="swiftshader") if own else nullcontext(render_pool) as pool:
         assert "SwiftShader" in pool.pool.renderer
-        results = pool.render_many([path.read_text() for path in REFERENCE_SKETCHES.values()], [0] * len(REFERENCE_SKETCHES))
+        results = pool.render_many(codes, seeds) if own else rendered(codes, seeds)
     for name, result in zip(REFERENCE_SKETCHES, results):
         assert result.error is None and result.violations == [], name
         diff = np.abs(pixels(result.png) - pixels((REFERENCE / f"{name}.png").read_bytes()))
