@@ -4,7 +4,7 @@ For the 2.2M-parameter tiny policy a decoding step is ~100 tiny kernels; transfo
 `generate` wraps them in ~100 module calls, logits processors, a cache that grows by `torch.cat`
 (a copy of the whole cache every token) and attention over a padded static length. Here one
 step is the same math written flat: q/k/v and gate/up projections fused into one matmul each,
-the LoRA delta folded into the weights once per call (`policy.merged_weight`: the model's own are not touched),
+the LoRA delta folded into the weights once per call (`adapter_merge.merged_weight`: the model's own are not touched),
 keys and values written into a cache allocated once, attention over the filled part only, and
 top-k / top-p sampling by the exponential race (argmax of p / Exp(1), a categorical draw).
 
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_watercolour.policy import merged_weight
+from lit_watercolour.adapter_merge import merged_weight
 
 LEAN_MODEL_TYPES = ("qwen3",)
 
@@ -166,8 +166,10 @@ class LeanDecoder:
         return out[:, P : P + steps], logps[:, :steps]
 
 
-def sample_logits(logits: Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0, head: int = 64) -> Tensor:
-    """One token per row from logits [B, V]: temperature, then top-k (0: off), then top-p (1: off).
+def sample_logits(logits: Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0, head: int = 64,
+                  generator: torch.Generator | None = None) -> Tensor:
+    """One token per row from logits [B, V]: temperature, then top-k (0: off), then top-p (1: off); the draw
+    from `generator` (None: torch's global one).
 
     Top-p needs the tokens in order of probability; sorting the whole vocabulary every token is the
     dearest step of a tiny model's decoding, and the nucleus nearly always lies within the `head`
@@ -185,5 +187,5 @@ def sample_logits(logits: Tensor, temperature: float, top_k: int = 0, top_p: flo
     p = (vals - lse).exp()  # probabilities after top-k, in descending order when idx is not None
     if top_p < 1.0:
         p = p.masked_fill(p.cumsum(-1) - p >= top_p, 0.0)  # keep the smallest prefix holding top_p
-    choice = (p / torch.empty_like(p).exponential_()).argmax(-1)  # argmax p/Exp(1): a draw from p
+    choice = (p / torch.empty_like(p).exponential_(generator=generator)).argmax(-1)  # argmax p/Exp(1): a draw from p
     return choice if idx is None else idx.gather(-1, choice[:, None])[:, 0]

@@ -37,9 +37,10 @@ def supports(model: torch.nn.Module) -> bool:
 
 class GraphDecoder:
     """Decodes with the policy's own modules (adapter applied) through a static cache; build one per
-    `sample` call. `capture`: None captures on CUDA only."""
+    `sample` call. `capture`: None captures on CUDA only. `generator`: the one `generate`'s `sample` draws from (None:
+    torch's global one), registered with the captured step so that each replay draws anew from it."""
 
-    def __init__(self, model: torch.nn.Module, capture: bool | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, capture: bool | None = None, generator: torch.Generator | None = None) -> None:
         core = _core(model)
         self.model = core.model  # a vision-language policy's: the vision tower and the text stack
         self.text_model = getattr(core.model, "language_model", core.model)
@@ -49,6 +50,7 @@ class GraphDecoder:
         device = next(model.parameters()).device
         self.capture = device.type == "cuda" if capture is None else capture
         self.path = "not run"  # after `generate`: "cuda-graph", or "eager" and why
+        self.generator = generator
 
     def _mask(self, valid: Tensor, dtype: torch.dtype) -> Tensor:
         """valid [B, L] keys -> the [B, 1, 1, L] mask the model's attention takes (sdpa: bool; eager: additive)."""
@@ -124,7 +126,7 @@ class GraphDecoder:
                 self._on_side_stream(step)  # a real first step that also warms every kernel up off the capture
             else:
                 if self.capture and steps == 1:
-                    run, self.path = self._captured(step)
+                    run, self.path = self._captured(step, self.generator)
                 run()
             steps += 1
             if on_step is not None:
@@ -142,9 +144,11 @@ class GraphDecoder:
         torch.cuda.current_stream().wait_stream(side)
 
     @staticmethod
-    def _captured(step: Callable[[], None]) -> tuple[Callable[[], None], str]:
+    def _captured(step: Callable[[], None], generator: torch.Generator | None = None) -> tuple[Callable[[], None], str]:
         """`step` as a CUDA graph's replay, or `step` itself and why capturing it failed."""
         graph = torch.cuda.CUDAGraph()
+        if generator is not None:  # the default generator is registered by the capture itself
+            graph.register_generator_state(generator)
         try:
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # the render and judge threads may use CUDA
                 step()  # recorded, not run: the step's tensors change only on replay
@@ -152,8 +156,9 @@ class GraphDecoder:
             torch.cuda.synchronize()
             # a capture that fails never ends the RNG's capture mode, and eager sampling would then refuse to draw;
             # a clone of its state keeps seed and offset but not that mode
-            generator = torch.cuda.default_generators[torch.cuda.current_device()]
-            generator.graphsafe_set_state(generator.clone_state())
+            for g in [torch.cuda.default_generators[torch.cuda.current_device()], generator]:
+                if g is not None:
+                    g.graphsafe_set_state(g.clone_state())
             return step, f"eager (capture failed: {type(error).__name__}: {str(error)[:300]})"
         return graph.replay, "cuda-graph"
 

@@ -165,9 +165,10 @@ class GRPOModule(pl.LightningModule):
                 # a tiny model's kernels are too small to split: extra threads only fight the renderer
                 torch.set_num_threads(self.threads.update)
             device = self.trainer.strategy.root_device.type if self._trainer is not None else None
-            self.policy_model, self.tokenizer = load_policy(self.policy_config, device)
-            settings = update_defaults(self.policy_config, self.policy_model, device, self.grpo_config.micro_batch_size)
+            settings = update_defaults(self.policy_config, device, self.grpo_config.micro_batch_size)  # the one resolution
             pl.utilities.rank_zero_info(f"update settings: {settings}")
+            self.grpo_config = replace(self.grpo_config, micro_batch_size=settings.micro_batch_size)
+            self.policy_model, self.tokenizer = load_policy(self.policy_config, device, settings)
             self.policy_model.train()  # from_pretrained leaves it in eval, where gradient checkpointing is off
             if self.turns.shows_image:
                 self.processor = load_processor(self.policy_config, self.tokenizer)
@@ -196,11 +197,9 @@ class GRPOModule(pl.LightningModule):
 
     def _open_pipeline(self, rewards: RewardMix | None, depth: int = 0, **overrides) -> None:
         if self.pipeline is None:
-            # ranks draw different rows of the same groups; a batch sampled ahead draws the same whenever it is sampled
-            reseed = self.trainer.world_size > 1 or self.max_staleness > 0
             self.pipeline = RolloutPipeline(
                 self.sampler, rewards=rewards, render=replace(self.render_config, **overrides),
-                pool_size=self.render_pool_size, device=self.device, rank=self.global_rank, reseed=reseed, depth=depth,
+                pool_size=self.render_pool_size, device=self.device, rank=self.global_rank, depth=depth,
                 turns=self.turns, tokenizer=self.tokenizer, processor=self.processor)
 
     def teardown(self, stage: str) -> None:

@@ -142,6 +142,14 @@ def model_source(cfg: PolicyConfig) -> str:
     return transformers_folder(cfg.model, cfg.gguf_cache_dir)
 
 
+def checkpoint_config(cfg: PolicyConfig):
+    """The policy's transformers config, read without loading its weights; a `tiny` stand-in's built from its sizes
+    (its vocabulary, unless given, is the tokenizer's once the model is built: here the tiny tokenizer's default)."""
+    if cfg.tiny is not None:
+        return tiny_models().tiny_config(cfg.tiny, **{"vocab_size": 1024, **cfg.tiny_config})
+    return AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+
+
 def model_class(config) -> type:
     """The auto class whose module names match the checkpoint: the VLM class for VLM checkpoints."""
     return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
@@ -167,8 +175,7 @@ def load_base_model(cfg: PolicyConfig, tokenizer, device: str | None = None) -> 
             bnb_4bit_compute_dtype=dtype,
         )
         kwargs["device_map"] = {"": default_device(device)}
-    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    return model_class(config).from_pretrained(model_source(cfg), **kwargs)
+    return model_class(checkpoint_config(cfg)).from_pretrained(model_source(cfg), **kwargs)
 
 
 def load_tokenizer(cfg: PolicyConfig):
@@ -186,8 +193,7 @@ def has_vision_tower(cfg: PolicyConfig) -> bool:
     """Whether the policy can be shown images (a vision-language checkpoint), read off its config only."""
     if cfg.tiny is not None:
         return cfg.tiny in tiny_models().VISION_ARCHS
-    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    return hasattr(config, "vision_config")
+    return hasattr(checkpoint_config(cfg), "vision_config")
 
 
 def load_processor(cfg: PolicyConfig, tokenizer):
@@ -196,7 +202,7 @@ def load_processor(cfg: PolicyConfig, tokenizer):
     no video processor (none is ever passed, and its class needs torchvision)."""
     if cfg.tiny is not None:
         return tiny_models().tiny_processor(tokenizer)
-    config = AutoConfig.from_pretrained(model_source(cfg), revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    config = checkpoint_config(cfg)
     image_processor = AutoImageProcessor.from_pretrained(model_source(cfg), revision=cfg.revision,
                                                          trust_remote_code=cfg.trust_remote_code)
     return build_processor(getattr(transformers, PROCESSOR_MAPPING_NAMES[config.model_type]), tokenizer, image_processor)
@@ -206,23 +212,25 @@ def default_device(device: str | None) -> str:
     return device or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def update_defaults(cfg: PolicyConfig, model: PreTrainedModel, device: str | None = None,
-                    micro_batch_size: int | None = None) -> UpdateDefaults:
-    """`cfg`'s "auto" settings (and a None micro-batch size) resolved for `model`'s family on `device`."""
-    return resolve_update_defaults(model_family(model.config), default_device(device), micro_batch_size,
+def update_defaults(cfg: PolicyConfig, device: str | None = None, micro_batch_size: int | None = None) -> UpdateDefaults:
+    """`cfg`'s "auto" settings (and a None micro-batch size) resolved for its checkpoint's family on `device` (None:
+    CUDA if there is one), before the weights load: a run resolves them once, here, and passes the result on."""
+    return resolve_update_defaults(model_family(checkpoint_config(cfg)), default_device(device), micro_batch_size,
                                    cfg.checkpoint_keep, cfg.compile_layers, quantized=cfg.quantization != "none")
 
 
-def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel, object]:
-    """The LoRA-wrapped policy and its tokenizer, its "auto" settings resolved for the device it will train on
-    (None: CUDA if there is one). Only adapter weights require grad.
+def load_policy(cfg: PolicyConfig, device: str | None = None, settings: UpdateDefaults | None = None
+                ) -> tuple[PeftModel, object]:
+    """The LoRA-wrapped policy and its tokenizer for the device it will train on (None: CUDA if there is one),
+    checkpointed and compiled as `settings` say (None: `update_defaults(cfg, device)`). Only adapter weights
+    require grad.
 
     A quantized base is not passed through peft's `prepare_model_for_kbit_training`: that casts every
     16-bit weight left unquantized (embeddings, LM head, fused MoE experts) to float32, which a bf16
     model does not need and a MoE's experts cannot afford."""
     tokenizer = load_tokenizer(cfg)
     model = load_base_model(cfg, tokenizer, device)
-    settings = update_defaults(cfg, model, device)
+    settings = settings or update_defaults(cfg, device)
     if settings.compile_layers or settings.device == "cuda":  # the LM head's tiles are compiled on CUDA too
         use_compile_cache(cfg.compile_cache_dir)
     use_attention_backend(model, cfg.attention_backend)
@@ -256,68 +264,6 @@ def load_policy(cfg: PolicyConfig, device: str | None = None) -> tuple[PeftModel
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     """The repeated transformer blocks (the text model's `layers`)."""
     return next(m for n, m in model.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList))
-
-
-def merged_weight(layer: torch.nn.Module) -> torch.Tensor:
-    """The weight a linear layer (LoRA-wrapped or not) applies now, its active adapters folded in.
-
-    The one place the adapter is merged: lean decoding, `adapter_merged` and vLLM's merged-weight sync
-    all read it. A folded weight is a new tensor (the sum in float32, rounded once to the base dtype);
-    the base weight, which is also the KL reference, is never written. peft's merge/unmerge adds and
-    subtracts in place in the base dtype, which drifts a bf16 base a little every step.
-    """
-    from peft.tuners.lora import LoraLayer
-
-    if not isinstance(layer, LoraLayer):
-        return layer.weight
-    weight = layer.get_base_layer().weight
-    names = [a for a in layer.active_adapters if a in layer.lora_A]
-    if layer.merged or layer.disable_adapters or not names:
-        return weight
-    if not weight.is_floating_point():
-        raise ValueError("folding the adapter into the weights needs unquantised base weights: set "
-                         "sampling.merge_adapter false, or use weight_sync: lora")
-    with torch.no_grad():
-        return (weight.float() + sum(layer.get_delta_weight(a).float() for a in names)).to(weight.dtype)
-
-
-def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The base model's weights under the base model's names, with the adapter folded in (`merged_weight`),
-    one at a time: for engines that take whole weights (vLLM) instead of an adapter."""
-    from peft.tuners.lora import LoraLayer
-
-    adapted = {id(m.get_base_layer().weight): m for m in model.modules() if isinstance(m, LoraLayer)}
-    for name, param in model.named_parameters():
-        if "lora_" in name or "modules_to_save" in name:
-            continue
-        name = name.removeprefix("base_model.model.").replace(".base_layer", "").replace(".original_module", "")
-        yield name, merged_weight(adapted[id(param)]) if id(param) in adapted else param.detach()
-
-
-@contextmanager
-def adapter_merged(model: PeftModel) -> Iterator[None]:
-    """The LoRA adapter folded into the base weights for the duration: decoding then skips the
-    adapter's extra matmuls (`sampling.merge_adapter`; docs/results.md, 2026-12-03). Each adapted layer's
-    weight is swapped for its `merged_weight` and its adapter switched off; the original weight
-    tensors, never written, are put back afterwards, so the base stays bit-identical. A model without an
-    adapter is left as it is."""
-    from peft.tuners.lora import LoraLayer
-
-    if not isinstance(model, PeftModel):
-        yield
-        return
-    swaps = []
-    for m in model.modules():
-        if isinstance(m, LoraLayer) and (merged := merged_weight(m)) is not m.get_base_layer().weight:
-            swaps.append((m.get_base_layer(), m.get_base_layer().weight, torch.nn.Parameter(merged, requires_grad=False)))
-    for base, _, merged in swaps:
-        base.weight = merged
-    try:
-        with model.disable_adapter():
-            yield
-    finally:
-        for base, original, _ in swaps:
-            base.weight = original
 
 
 @contextmanager

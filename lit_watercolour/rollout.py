@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -55,17 +54,20 @@ WORKERS = 2  # CPU work per row is milliseconds and mostly releases the GIL (num
 class RolloutPipeline:
     """Samples, renders, gates and scores batches. `rewards`: the mix (None: nothing is scored, as in
     predict). `render`, `pool_size`: how each sketch renders and how many Chromium pages render at once.
-    `device`: the trainer's (a CUDA term's worker threads use its GPU). `rank`, `reseed`: each batch is
-    sampled from a seed drawn from its first prompt's seed and the rank, so ranks draw different rows of the
-    same groups and a batch draws the same whenever it is sampled (DDP, or batches sampled ahead); the process's
-    own random state is put back after (`seeded`). `depth`: how many batches may be sampled ahead. `turns`,
+    `device`: the trainer's (a CUDA term's worker threads use its GPU). `rank`: each batch is sampled from the
+    pipeline's own generator (`generator`, on `device`), seeded from its first prompt's seed and the rank, so ranks
+    draw different rows of the same groups, a batch draws the same whenever it is sampled (DDP, batches sampled
+    ahead, a resumed run) and torch's global random state is never touched. `depth`: how many batches may be
+    sampled ahead. `turns`,
     `tokenizer`, `processor`: two-turn trajectories, their feedback in the policy's chat template (with its
     processor's images)."""
 
     def __init__(self, sampler: Sampler, *, rewards: RewardMix | None = None, render: RenderConfig = RenderConfig(),
-                 pool_size: int = 2, device: torch.device | None = None, rank: int = 0, reseed: bool = False,
-                 depth: int = 0, turns: TurnsConfig = TurnsConfig(), tokenizer=None, processor=None) -> None:
-        self.sampler, self.rewards, self.rank, self.reseed, self.device = sampler, rewards, rank, reseed, device
+                 pool_size: int = 2, device: torch.device | None = None, rank: int = 0, depth: int = 0,
+                 turns: TurnsConfig = TurnsConfig(), tokenizer=None, processor=None) -> None:
+        self.sampler, self.rewards, self.rank, self.device = sampler, rewards, rank, device
+        cuda = device if device is not None and device.type == "cuda" else None
+        self.generator = torch.Generator(cuda or "cpu")  # where the sampler draws: the policy's device
         self.turns = turns
         self.conversation = Conversation(tokenizer, processor) if turns.turns == 2 else None
         self.timeline = Timeline()
@@ -75,7 +77,6 @@ class RolloutPipeline:
         self.thread.start()
         if hasattr(sampler, "loop"):  # an HTTP sampler (vllm-server): its requests go on this loop too
             sampler.loop = self.loop
-        cuda = device if device is not None and device.type == "cuda" else None
         # a thread starts on CUDA device 0: a term's "cuda" must be its rank's GPU
         self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="rollout-work",
                                        initializer=torch.cuda.set_device if cuda else None, initargs=(cuda,) if cuda else ())
@@ -100,16 +101,16 @@ class RolloutPipeline:
         """Sample n completions of each prompt here, now (with two turns, their revisions too); the future holds
         the batch once its renders, gate and scores are in. `keep_logps`: the batch keeps the sampler's
         log-probs as `old_logps`."""
-        with seeded(group_seed(prompts[0].seed, self.rank), self.device) if self.reseed else nullcontext():
-            samples, rollouts, rows, sampling = self.sample_turn(
-                [p.text for p in prompts], n,
-                lambda row, text: Rollout(prompt=prompts[row // n].subject, completion=text, group=row // n,
-                                          seed=prompts[row // n].seed))
-            first, first_scored = None, None
-            if self.turns.turns == 2:
-                first = RolloutBatch(samples, rollouts, {}, policy_version)
-                first_scored = self.call(self.score_batch(first, rows))
-                samples, rollouts, rows, sampling = self.revise(first, rows, first_scored)
+        self.generator.manual_seed(group_seed(prompts[0].seed, self.rank))
+        samples, rollouts, rows, sampling = self.sample_turn(
+            [p.text for p in prompts], n,
+            lambda row, text: Rollout(prompt=prompts[row // n].subject, completion=text, group=row // n,
+                                      seed=prompts[row // n].seed))
+        first, first_scored = None, None
+        if self.turns.turns == 2:
+            first = RolloutBatch(samples, rollouts, {}, policy_version)
+            first_scored = self.call(self.score_batch(first, rows))
+            samples, rollouts, rows, sampling = self.revise(first, rows, first_scored)
         batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
                                                  "time/at/sampling_end_s": sampling[2]}, policy_version,
                              samples.logps if keep_logps else None, turn1=first)
@@ -129,7 +130,7 @@ class RolloutPipeline:
             rows[row] = self.call(self.settle(r))
 
         with self.timeline.span("sampling") as sampling:
-            samples = self.sampler.sample(prompts, n, on_completion)
+            samples = self.sampler.sample(prompts, n, on_completion, generator=self.generator)
         if None in rollouts:
             missing = [row for row, r in enumerate(rollouts) if r is None]
             raise RuntimeError(f"the sampler reported no completion for rows {missing}")
@@ -266,20 +267,6 @@ class RolloutPipeline:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join()
         self.loop.close()
-
-
-@contextmanager
-def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
-    """Torch's generators (the CPU's and `device`'s, if CUDA) seeded with `seed` for the duration, and put back as
-    they were after: the samplers draw from torch's generators (transformers `generate` takes no generator of its
-    own), so a batch's draws are its seed's alone and the process's random state is left untouched."""
-    cuda = device is not None and device.type == "cuda"
-    with torch.random.fork_rng(devices=[device] if cuda else []):
-        torch.default_generator.manual_seed(seed)
-        if cuda:
-            with torch.cuda.device(device):
-                torch.cuda.manual_seed(seed)
-        yield
 
 
 def prompt_key(prompts: list[Prompt]) -> tuple:

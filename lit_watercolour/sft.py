@@ -99,7 +99,7 @@ class SFTModule(pl.LightningModule):
             self.policy_model = load_base_model(self.policy_config, self.tokenizer, device)
             self.policy_model.requires_grad_(True)
             if self.policy_config.gradient_checkpointing:
-                keep = update_defaults(self.policy_config, self.policy_model, device).checkpoint_keep
+                keep = update_defaults(self.policy_config, device).checkpoint_keep
                 enable_gradient_checkpointing(self.policy_model, keep)
         else:
             self.policy_model, self.tokenizer = load_policy(self.policy_config, device)

@@ -15,7 +15,6 @@ completion ends with the tokenizer's end-of-turn token. The loss covers the comp
 from __future__ import annotations
 
 import importlib
-import json
 import random
 from dataclasses import dataclass
 from functools import partial
@@ -27,7 +26,7 @@ from torch.utils.data import DataLoader
 
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.prompts import system_prompt as read_system_prompt
-from lit_watercolour.rewards.pool import _tier_of, pool_folder
+from lit_watercolour.rewards.pool import _tier_of, json_lines, pool_folder
 
 
 @dataclass(frozen=True)
@@ -63,13 +62,7 @@ def folder_examples(root: Path, subject: str, tiers: list[str] | None) -> list[E
         if tiers is None or _tier_of(path.relative_to(root)) in tiers:
             examples.append(Example(subject, fenced(path.read_text())))
     for path in sorted(root.rglob("*.jsonl")):
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{number} is not JSON: {e}") from None
+        for row in json_lines(path):
             text = row.get("completion") or (fenced(row["code"]) if row.get("code") else None)
             if text and (tiers is None or row.get("tier") in tiers):
                 examples.append(Example(row.get("subject") or row.get("prompt") or subject, text))

@@ -20,7 +20,6 @@ from torchmetrics.aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
 from lit_watercolour import grpo
 from lit_watercolour.bounds import one_of, require
 from lit_watercolour.kernels.compile import compile_seconds
-from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
 from lit_watercolour.policy import adapter_in_model_dtype, completion_logps, require_bitsandbytes
 from lit_watercolour.sampling import SampleBatch, SamplingConfig
 
@@ -31,7 +30,7 @@ class GRPOConfig:
     """Completions per prompt: one group."""
     micro_batch_size: int | None = None
     """Rows per forward/backward; the step accumulates over all rows. None: the measured best for the
-    policy's family and device (`lit_watercolour.kernels.defaults`), logged as the run starts."""
+    policy's family and device (`lit_watercolour.kernels.defaults`), resolved and logged as the run starts."""
     num_iterations: int = 1
     """Optimizer steps per rollout batch (>1 reuses it with old log-probs)."""
     loss_type: grpo.LossType = "dapo"
@@ -167,8 +166,9 @@ def policy_update(model, samples: SampleBatch, advantages: Tensor, g: GRPOConfig
     mask = samples.policy_mask.float()  # a two-turn trajectory's feedback is attended, not learned
     if g.mask_truncated_completions:
         mask = grpo.mask_truncated_completions(mask, samples.truncated)
-    device = next(model.parameters()).device.type
-    mb = resolve_update_defaults(model_family(model.config), device, g.micro_batch_size).micro_batch_size
+    mb = g.micro_batch_size
+    if mb is None:
+        raise ValueError("grpo.micro_batch_size is None: resolve it first (policy.update_defaults), as GRPOModule does")
     compiled_before = compile_seconds()
     accumulation = math.ceil(mask.shape[0] / mb)
     num_items = world_tokens(mask.sum())

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import io
 import logging
-import os
 import subprocess
 import tempfile
 import time
@@ -42,11 +41,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from _bench_cpu import cpu_parts, per_render, tree_cpu  # scripts/ is on sys.path when run
+from _bench_recipe_renderer import RECIPE_ARGS, recipe_run
 from PIL import Image
 from playwright.async_api import async_playwright
 
 from lit_watercolour.sandbox import RenderPool
-from lit_watercolour.sandbox.browser import LAUNCH_ARGS, RENDERER_PROBE, available_cores, chromium_executable, launch, shutdown
+from lit_watercolour.sandbox.browser import LAUNCH_ARGS, available_cores, chromium_executable, launch, shutdown
 from lit_watercolour.sandbox.pages import RENDERER_DIR, assets, close_context, open_page, renew
 from lit_watercolour.sandbox.text_check import TextCheck
 
@@ -56,7 +57,6 @@ SUITES = {
     "recipe": sorted((RENDERER_DIR / "bench").glob("*600.js")),
     "hibiscus": [RENDERER_DIR / "bench" / "hibiscus600.js"],
 }
-RECIPE_ARGS = ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-sandbox", "--no-sandbox")
 # Grid backends as RenderPool arguments. gpu-canvas2d: GPU Canvas2D as well as WebGL, fastest
 # alone and slowest with 16 pages on one browser; the grid measures whether several browsers
 # (several GPU processes) change that.
@@ -65,115 +65,6 @@ BACKENDS = {
     "gpu": {"render_backend": "gpu"},
     "gpu-canvas2d": {"render_backend": "gpu", "accelerated_canvas2d": True},
 }
-READY = """(() => {
-  p5.registerAddon((_p5, _fn, lifecycles) => { lifecycles.postdraw = function () { window.__done = true; }; });
-})();"""
-
-
-def _read(pid: int | str, name: str) -> str | None:
-    try:
-        with open(f"/proc/{pid}/{name}") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _kind(cmdline: str, pid: int, me: int) -> str:
-    """Chromium's process type (renderer, gpu-process, utility, zygote: the renderers it reaped),
-    browser, driver (Playwright's node) or python."""
-    if pid == me:
-        return "python"
-    args = cmdline.split("\0")
-    kind = next((a.removeprefix("--type=") for a in args if a.startswith("--type=")), None)
-    if kind is None:  # Chromium rewrites its command line into one string
-        kind = next((a.removeprefix("--type=") for a in cmdline.split() if a.startswith("--type=")), None)
-    return kind or ("driver" if "node" in (args[0] or "") else "browser")
-
-
-def tree_cpu() -> Counter:
-    """CPU seconds by process kind of this process and every process below it (Playwright's driver,
-    the browsers and their renderer, GPU and utility processes): each descendant's own time plus
-    the time of the children it has reaped (renderers of closed pages land in `zygote`), from
-    /proc. Wall clock depends on the machine's load; CPU time does not, so it is the figure to
-    compare across machines and runs."""
-    me = os.getpid()
-    parent, ticks = {}, {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := _read(entry, "stat")) is not None:
-            fields = stat.rsplit(")", 1)[1].split()
-            parent[int(entry)] = int(fields[1])
-            ticks[int(entry)] = sum(int(v) for v in fields[11:15])
-
-    def below_me(pid: int) -> bool:
-        while pid in parent and pid > 1:
-            pid = parent[pid]
-            if pid == me:
-                return True
-        return False
-
-    hz = os.sysconf("SC_CLK_TCK")
-    times = os.times()
-    cpu = Counter({"python": times.user + times.system})  # not its reaped children: earlier runs' drivers
-    for pid, t in ticks.items():
-        if below_me(pid):
-            cpu[_kind(_read(pid, "cmdline") or "", pid, me)] += t / hz
-    return cpu
-
-
-def cpu_parts(before: Counter, after: Counter, renders: int) -> Counter:
-    """Core-seconds per render by process kind."""
-    return Counter({k: (after[k] - before[k]) / renders for k in after})
-
-
-def per_render(before: Counter, after: Counter, renders: int) -> str:
-    """'1.93 (renderer 1.10, gpu-process 0.41, ...)': core-seconds per render, largest parts first."""
-    parts = cpu_parts(before, after, renders)
-    shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.01)
-    return f"{sum(parts.values()):.2f} ({shown})"
-
-
-def recipe_html(code: str) -> str:
-    modules = RENDERER_DIR / "node_modules"
-    libs = [(modules / "p5" / "lib" / "p5.min.js").read_text(), (modules / "p5.brush" / "dist" / "p5.brush.js").read_text()]
-    scripts = "".join(f"<script>{s}</script>" for s in [*libs, READY, code])
-    return f"<!doctype html><html><head><meta charset='utf-8'>{scripts}</head><body><main></main></body></html>"
-
-
-async def recipe_run(codes: list[str], browsers: int, executable: str | None, args: tuple[str, ...] = RECIPE_ARGS) -> tuple[float, int, str, str]:
-    """The recipe's design: (wall seconds, failed renders, WebGL renderer, core-seconds per render)."""
-    pages = [recipe_html(c) for c in codes]
-    async with async_playwright() as p:
-        launched = [await p.chromium.launch(executable_path=executable, headless=True, args=list(args)) for _ in range(browsers)]
-        probe = await launched[0].new_page()
-        renderer = await probe.evaluate(RENDERER_PROBE)
-        await probe.close()
-        queue: asyncio.Queue[str] = asyncio.Queue()
-        for html in pages:
-            queue.put_nowait(html)
-        failed = 0
-
-        async def worker(browser) -> None:
-            nonlocal failed
-            while not queue.empty():
-                html = queue.get_nowait()
-                page = await browser.new_page(viewport={"width": 700, "height": 700})
-                try:
-                    await page.set_content(html, timeout=300_000)
-                    await page.wait_for_function("window.__done === true", polling=40, timeout=300_000)
-                    png = await page.evaluate("document.querySelector('canvas').toDataURL('image/png')")
-                    failed += not png.startswith("data:image/png;base64,")
-                except Exception as exc:
-                    failed += 1
-                    print(f"  recipe design: a render failed: {type(exc).__name__}: {str(exc)[:200]}")
-                finally:
-                    await page.close()
-
-        cpu, start = tree_cpu(), time.monotonic()
-        await asyncio.gather(*(worker(b) for b in launched))
-        wall, cpu = time.monotonic() - start, per_render(cpu, tree_cpu(), len(codes))
-        for b in launched:
-            await b.close()
-    return wall, failed, renderer, cpu
 
 
 class PoolRun(NamedTuple):

@@ -101,6 +101,8 @@ def worker(tree: Path, config: str | None, overrides: list[str]) -> None:
     decode_cpu = []
 
     def timed_sample(*args, **kwargs):
+        if kwargs.get("generator") is not None:  # the step's seed, as torch.manual_seed gives a tree that samples
+            kwargs["generator"].manual_seed(seed)  # from the global RNG: the trees draw the same sketches
         t0 = time.thread_time()
         batch = sample(*args, **kwargs)
         decode_cpu.append(time.thread_time() - t0)

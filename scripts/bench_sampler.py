@@ -51,7 +51,7 @@ def default_sampling(**overrides) -> SamplingConfig:
 def model_folder(args, tmp: str) -> str:
     if args.preset is None:
         return args.model
-    from bench_step import PRESETS, save_random_model  # scripts/ is on sys.path when run as a script
+    from _bench_models import PRESETS, save_random_model  # scripts/ is on sys.path when run as a script
 
     return save_random_model(PRESETS[args.preset], args.dtype, Path(tmp) / args.preset, torch.device(args.device))
 

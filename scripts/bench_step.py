@@ -47,17 +47,16 @@ Each run prints a JSON line as it ends; the last line holds every figure: {"runs
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import json
-import statistics
 import tempfile
-import time
 from dataclasses import dataclass
-from typing import get_args
 from pathlib import Path
+from typing import get_args
 
 import torch
+from _bench_models import PRESETS, PROMPT, random_completions, save_random_model  # scripts/ is on sys.path when run
+from _bench_timing import Clock, peak_memory_gib, profiled, reset_memory, update_figures
+from _bench_trl import TRL_MICRO_BATCH, bench_trl
 
 from lit_watercolour import grpo
 from lit_watercolour.data import chat_prompt
@@ -71,114 +70,10 @@ from lit_watercolour.policy import (
     adapter_in_model_dtype,
     completion_logps,
     decoder_layers,
-    load_base_model,
     load_policy,
-    load_tokenizer,
-    model_class,
     update_defaults,
 )
 from lit_watercolour.sampling import SampleBatch, SamplingConfig, build_sampler
-from lit_watercolour.offline.tiny_models import tiny_config, tiny_tokenizer
-
-QWEN3_VOCAB = 151936
-QWEN35_A3B = dict(num_experts=256, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
-                  num_attention_heads=16, num_key_value_heads=2, head_dim=256, linear_num_value_heads=32,
-                  linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128)
-# Qwen3 dense shapes from the public model cards / configs; the MoE one is a small stand-in, not a release
-PRESETS = {
-    "tiny": dict(arch="qwen3", hidden=64, layers=2),
-    "qwen3-1.7b": dict(arch="qwen3", hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128,
-                       intermediate=6144, vocab=QWEN3_VOCAB, tie=True),
-    "qwen3-4b": dict(arch="qwen3", hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128,
-                     intermediate=9728, vocab=QWEN3_VOCAB, tie=True),
-    "qwen3.5-moe-small": dict(arch="qwen3_5_moe", hidden=1024, layers=8, vocab=QWEN3_VOCAB),
-    # the recipe's family (hybrid linear/full attention, 3:1) at a few billion parameters, ~0.6B active
-    "qwen3.5-moe-3b": dict(arch="qwen3_5_moe", hidden=1536, layers=24, vocab=QWEN3_VOCAB, moe=dict(
-        num_experts=64, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
-        num_attention_heads=16, num_key_value_heads=2, head_dim=128, linear_num_value_heads=16,
-        linear_num_key_heads=8, linear_key_head_dim=128, linear_value_head_dim=128)),
-    # the recipe's policy, Qwen3.5-35B-A3B's text model (its public config): ~70 GB in bf16, more than a node's disk
-    "qwen3.5-35b-a3b": dict(arch="qwen3_5_moe", hidden=2048, layers=40, vocab=248320, moe=QWEN35_A3B),
-    # a slice of it: the same widths and layer pattern, 8 of its 40 layers (per-layer figures scale by 5)
-    "qwen3.5-35b-a3b-8layers": dict(arch="qwen3_5_moe", hidden=2048, layers=8, vocab=248320, moe=QWEN35_A3B),
-}
-PROMPT = "a peach hibiscus"
-TRL_MICRO_BATCH = 8  # TRL's per_device_train_batch_size in every comparison here: one group a forward
-
-
-def model_config(spec: dict, tokenizer):
-    """A transformers config: `tiny_config`'s shapes (with the preset's overrides), or a dense Qwen3 with every dimension given."""
-    vocab = spec.get("vocab") or len(tokenizer)  # ids past the tokenizer's decode to nothing: fine, nothing renders
-    if "heads" in spec:
-        from transformers import Qwen3Config
-
-        cfg = Qwen3Config(vocab_size=vocab, hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
-                          num_attention_heads=spec["heads"], num_key_value_heads=spec["kv_heads"],
-                          head_dim=spec["head_dim"], intermediate_size=spec["intermediate"],
-                          tie_word_embeddings=spec.get("tie", False), max_position_embeddings=40960)
-    else:
-        cfg = tiny_config(spec["arch"], vocab, hidden_size=spec["hidden"], num_layers=spec["layers"])
-        text = cfg.get_text_config()
-        for key, value in spec.get("moe", {}).items():
-            setattr(text, key, value)
-        for c in (cfg, getattr(cfg, "text_config", None)):
-            if c is not None:
-                c.max_position_embeddings = 40960
-    for c in (cfg, getattr(cfg, "text_config", None)):
-        if c is not None:
-            c.eos_token_id, c.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-    return cfg
-
-
-def save_random_model(spec: dict, dtype: str, path: Path, device: torch.device) -> str:
-    tokenizer = tiny_tokenizer()
-    cfg = model_config(spec, tokenizer)
-    torch.manual_seed(0)
-    with device:  # random init of billions of weights: seconds on a GPU, minutes on its host's CPU
-        model = model_class(cfg).from_config(cfg, dtype=DTYPES[dtype])
-    model.generation_config.eos_token_id, model.generation_config.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
-
-
-class Clock:
-    """Wall-clock seconds summed per phase, the device synchronised at both ends."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device, self.seconds = device, {}
-
-    def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def wrap(self, phase: str, fn):
-        def timed(*args, **kwargs):
-            self.sync()
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.sync()
-                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
-        return timed
-
-
-def reset_memory(device: torch.device) -> None:
-    gc.collect()  # the previous run's model and optimizer state
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def peak_memory_gib(device: torch.device) -> float | None:
-    return round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None
-
-
-def random_completions(tokenizer, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """[n, length] token ids drawn uniformly from the tokenizer's ordinary tokens: no row ends early."""
-    ordinary = torch.tensor(sorted(set(range(len(tokenizer))) - set(tokenizer.all_special_ids)))
-    return ordinary[torch.randint(len(ordinary), (n, length), generator=generator)]
 
 
 def random_batch(tokenizer, prompt: str, n: int, length: int, device: torch.device) -> SampleBatch:
@@ -236,57 +131,12 @@ class Variant:
                             lora_alpha=2 * args.lora_r, attn_implementation=args.attn_implementation)
 
 
-@contextlib.contextmanager
-def profiled(device: torch.device, rows: int):
-    """torch.profiler around the block, then its top kernels (ops on a CPU) by their own time."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        yield
-    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    averages = prof.key_averages()
-    print(averages.table(sort_by=key, row_limit=rows, max_name_column_width=100), flush=True)
-    kernels = [(e.key, e.self_device_time_total, e.count) for e in averages
-               if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0]
-    if kernels:
-        print(json.dumps({"kernel_time_by_kind": kernel_time_by_kind(kernels)}), flush=True)
-
-
-KERNEL_KINDS = {  # first match wins; names of cuBLAS, cuDNN, FlashAttention, Triton and ATen kernels
-    "attention": ("flash", "fmha", "attention", "cudnn"),
-    "matmul": ("gemm", "nvjet", "cutlass", "xmma", "splitk"),
-    "triton (compiled)": ("triton",),
-    "elementwise": ("elementwise", "vectorized", "unrolled", "copy", "fill"),
-    "reduction": ("reduce", "norm", "softmax", "sum"),
-}
-
-
-def kernel_time_by_kind(kernels: list[tuple[str, float, int]]) -> dict:
-    """Seconds and launches of device kernels by kind, from (name, microseconds, count) rows."""
-    out: dict[str, dict] = {}
-    for name, us, count in kernels:
-        kind = next((k for k, words in KERNEL_KINDS.items() if any(w in name.lower() for w in words)), "other")
-        row = out.setdefault(kind, {"s": 0.0, "launches": 0})
-        row["s"] = round(row["s"] + us / 1e6, 4)
-        row["launches"] += count
-    return out
-
-
-def update_figures(fwd_bwd: list[float], optimizer: list[float], tokens: int, flops: float, peak_tflops: float) -> dict:
-    """Means over the timed steps (each step's seconds too), tokens/s and MFU of the forward + backward."""
-    mean = statistics.mean(fwd_bwd)
-    return {"update_fwd_bwd_s": mean, "update_fwd_bwd_reps_s": [round(t, 4) for t in fwd_bwd],
-            "update_tokens_per_s": tokens / mean, "optimizer_s": statistics.mean(optimizer),
-            "update_tflop": flops / 1e12, "mfu": flops / mean / (peak_tflops * 1e12)}
-
-
 def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant) -> dict:
     cfg = v.policy_config(folder, args)
-    model, tokenizer = load_policy(cfg, device.type)
+    settings = update_defaults(cfg, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
+    model, tokenizer = load_policy(cfg, device.type, settings)
     if cfg.quantization == "none":  # a quantized base is loaded onto the device, where bitsandbytes quantized it
         model.to(device)
-    settings = update_defaults(cfg, model, device.type, v.mb or args.micro_batch_size)  # what "auto" resolved to
     G, mb = args.num_generations, min(settings.micro_batch_size, args.num_generations)
     if G % mb:
         raise ValueError(f"--num-generations {G} is not a multiple of the micro-batch size {mb}")
@@ -395,87 +245,6 @@ def bench_ours(folder: str, args, length: int, device: torch.device, v: Variant)
             getattr(layer._compiled_call_impl, "compiling", False) for layer in decoder_layers(model)),
     }
     del model, sampler, optimizer, batch
-    return out
-def bench_trl(folder: str, args, length: int, device: torch.device, v: Variant, out_dir: str) -> dict:
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    cfg = PolicyConfig(model=folder, dtype=args.dtype, attn_implementation=args.attn_implementation)
-    tokenizer = load_tokenizer(cfg)
-    model = load_base_model(cfg, tokenizer)
-    G = args.num_generations
-    mb = min(v.mb or args.micro_batch_size or TRL_MICRO_BATCH, G)
-    clock = Clock(device)
-    steps: list[dict] = []
-    profiler = contextlib.ExitStack()
-
-    class StepClock(TrainerCallback):
-        """Each optimizer step's seconds (forward/backward, clipping, optimizer), TRL's generation and
-        scoring (inside its first training_step) taken out; the step after the timed ones is profiled."""
-
-        def on_step_begin(self, args_, state, *a, **k):
-            if (v.profile or args.profile) and state.global_step == 1 + args.repeats:
-                profiler.enter_context(profiled(device, v.profile or args.profile))
-            clock.sync()
-            clock.seconds, self.t0 = {}, time.perf_counter()
-
-        def on_step_end(self, args_, state, *a, **k):
-            clock.sync()
-            s = clock.seconds
-            fwd_bwd = s["training_step"] - s["generate_and_score"]
-            steps.append({"fwd_bwd": fwd_bwd, "gen": s.get("generate", 0.0),
-                          "optimizer": time.perf_counter() - self.t0 - s["training_step"]})
-            if state.global_step == 1:  # the warm-up step is over: peak memory from here on
-                reset_memory(device)
-            profiler.close()
-
-    config = GRPOConfig(
-        output_dir=out_dir, max_steps=1 + args.repeats + bool(v.profile or args.profile), per_device_train_batch_size=mb, gradient_accumulation_steps=G // mb,
-        num_generations=G, max_completion_length=length, temperature=1.0, learning_rate=1e-5, beta=0.0,
-        loss_type="dapo", scale_rewards="group", gradient_checkpointing=True,
-        gradient_checkpointing_kwargs={"use_reentrant": False}, bf16=args.dtype == "bfloat16",
-        use_vllm=False, report_to=[], save_strategy="no", logging_steps=1, use_cpu=device.type == "cpu",
-        generation_kwargs={"min_new_tokens": length}, max_grad_norm=1.0, disable_tqdm=True,
-        use_liger_kernel=bool(v.liger),
-    )
-    generator = torch.Generator().manual_seed(0)
-
-    def random_rollout(prompts: list[str], trainer) -> dict:  # TRL's hook for custom generation
-        ids = random_completions(tokenizer, len(prompts), length, generator)
-        return {"prompt_ids": tokenizer(prompts, add_special_tokens=False).input_ids, "completion_ids": ids.tolist(),
-                "logprobs": None}
-
-    trainer = GRPOTrainer(
-        model=model, reward_funcs=lambda completions, **kw: torch.rand(len(completions)).tolist(), args=config,
-        rollout_func=random_rollout if args.completions == "random" else None,
-        train_dataset=Dataset.from_dict({"prompt": [chat_prompt(tokenizer, PROMPT)]}), processing_class=tokenizer,
-        peft_config=LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, target_modules="all-linear", task_type="CAUSAL_LM"),
-        callbacks=[StepClock()],
-    )
-    trainer._generate = clock.wrap("generate", trainer._generate)  # with --completions random: the hook
-    trainer._generate_and_score_completions = clock.wrap("generate_and_score", trainer._generate_and_score_completions)
-    trainer.training_step = clock.wrap("training_step", trainer.training_step)
-    reset_memory(device)
-    trainer.train()
-    peak = peak_memory_gib(device)  # of the timed steps (and the profiled one, which adds no tensors)
-    timed = steps[1:1 + args.repeats]
-    first_step_s = steps[0]["fwd_bwd"] + steps[0]["optimizer"]  # its warm-up: kernels, the fla kernels' autotuning
-    prompt_len = len(tokenizer(chat_prompt(tokenizer, PROMPT), add_special_tokens=False).input_ids)
-    completion_tokens = G * length  # min_new_tokens = max_new_tokens
-    all_tokens = completion_tokens + G * prompt_len
-    fwd_bwd = [s["fwd_bwd"] for s in timed]
-    optimizer = [s["optimizer"] for s in timed]
-    gen = statistics.mean(s["gen"] for s in timed)
-    sampled = {} if args.completions == "random" else {"sampling_s": gen, "sampling_tokens_per_s": completion_tokens / gen}
-    out = {
-        "impl": "trl", "completion_length": length, "completion_tokens": completion_tokens, **sampled,
-        **update_figures(fwd_bwd, optimizer, all_tokens, update_flops(trainer.model, G, prompt_len + length),
-                         args.peak_tflops),
-        "micro_batch_size": mb, "peak_memory_update_gib": peak, "first_step_s": first_step_s,
-    }
-    del trainer, model
     return out
 
 

@@ -26,7 +26,7 @@ class ScriptedSampler:
         pass
 
     @torch.no_grad()
-    def sample(self, prompts: list[str], n: int, on_completion=None) -> SampleBatch:
+    def sample(self, prompts: list[str], n: int, on_completion=None, generator=None) -> SampleBatch:  # draws nothing
         if len(prompts) * n != len(self.texts):
             raise ValueError(f"scripted for {len(self.texts)} rows, asked for {len(prompts) * n}")
         tok = self.tokenizer

@@ -94,7 +94,7 @@ def test_update_flops_count_matmuls_and_causal_attention():
     """Qwen3-4B shapes at 8 x 8222 tokens: 4 x tokens x 4.02e9 matmul weights + 6 T^2 heads*head_dim per layer."""
     sys.path.insert(0, str(SCRIPT.parent))
     import torch
-    from bench_step import PRESETS, model_config
+    from _bench_models import PRESETS, model_config
     from lit_watercolour.flops import update_flops
 
     from lit_watercolour.policy import model_class

@@ -142,7 +142,6 @@ class TokenCount(RewardTerm):
 def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
     """validate sets the reward terms up (the RewardModels callback) and tears them down; predict paints
     without setting up any."""
-    pl.seed_everything(1)
     tokens, setups = TokenCount(), []
     setup = tokens.setup
     tokens.setup = lambda device: (setups.append(device), setup(device))[1]
@@ -155,7 +154,9 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
         rewards=[GateTerm(weight=0.1), tokens],
     )
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    (metrics,) = trainer.validate(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    # a data seed whose prompts' sampling seeds draw passing and failing sketches alike
+    data = PromptDataModule(subjects=[SUBJECT], seed=1)
+    (metrics,) = trainer.validate(module, datamodule=data)
     # the metrics against the rollouts validation scored: passed sketches earn 0.1 + 0.5 * tokens / 1000, others 0
     passed, counts = [r.gate.passed for r in tokens.seen], [r.num_tokens / 1000 for r in tokens.seen]
     assert len(passed) == 4 and 0 < sum(passed) < 4, passed
@@ -165,7 +166,7 @@ def test_validate_scores_and_predict_paints_png_and_js(tmp_path, painter):
     for key in ("reward", "gate_pass_rate", "reward/tokens"):  # the one subject's figures are the whole batch's
         assert metrics[f"val/a-peach-hibiscus/{key}"] == pytest.approx(metrics[f"val/{key}"])
     assert setups == [torch.device("cpu")]  # set up for validate
-    written = trainer.predict(module, datamodule=PromptDataModule(subjects=[SUBJECT]))
+    written = trainer.predict(module, datamodule=data)
     stems = [s for batch in written for s in batch.rollouts]
     assert len(stems) == 3 and len(setups) == 1  # predict scores nothing: no reward model is set up
     files = sorted(p.name for p in (tmp_path / "paintings").iterdir())
@@ -238,17 +239,30 @@ def test_rows_reported_out_of_order_keep_their_own_completion_and_render():
     assert [r.num_tokens for r in rollouts] == batch.samples.completion_mask.sum(1).tolist()
 
 
-def test_a_reseeded_batch_draws_from_its_seed_and_leaves_the_process_random_state():
-    """`rollout.seeded`, around each batch a pipeline samples with `reseed` (DDP, batches sampled ahead): the draws
-    are the seed's alone, and torch's generator is where it was, as if nothing had been sampled."""
-    from lit_watercolour.rollout import seeded
+def test_a_rollout_draws_from_the_pipelines_generator_and_leaves_torchs_alone():
+    """`RolloutPipeline.generator`, seeded for each batch from its first prompt's seed and the rank: a rollout leaves
+    torch's global random state where it was, the same seed samples the same rows whatever that state, and another
+    seed or rank (DDP) other rows."""
+    from lit_watercolour.data import Prompt
+    from lit_watercolour.policy import load_policy
+    from lit_watercolour.rollout import RolloutPipeline
+    from lit_watercolour.sampling import HFSampler
 
-    torch.manual_seed(5)
-    before = torch.get_rng_state()
-    with seeded(7):
-        drawn = torch.rand(4)
-    assert torch.equal(torch.get_rng_state(), before)
-    with seeded(7):
-        assert torch.equal(torch.rand(4), drawn)
-    torch.manual_seed(7)
-    assert torch.equal(torch.rand(4), drawn)
+    model, tokenizer = load_policy(PolicyConfig(tiny="qwen3", dtype="float32", lora_r=4, lora_alpha=8), "cpu")
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=12))
+    text = "<|im_start|>user\nPaint a fox<|im_end|>\n<|im_start|>assistant\n"
+    pipelines = [RolloutPipeline(sampler, pool_size=1, rank=rank) for rank in (0, 1)]
+    try:
+        torch.manual_seed(5)
+        before = torch.get_rng_state()
+        first = pipelines[0].collect([Prompt(SUBJECT, text, seed=7)], 4)
+        assert torch.equal(torch.get_rng_state(), before)
+        torch.manual_seed(6)
+        again = pipelines[0].collect([Prompt(SUBJECT, text, seed=7)], 4)
+        other_seed = pipelines[0].collect([Prompt(SUBJECT, text, seed=8)], 4)
+        other_rank = pipelines[1].collect([Prompt(SUBJECT, text, seed=7)], 4)
+    finally:
+        for pipeline in pipelines:
+            pipeline.close()
+    assert first.samples.texts == again.samples.texts
+    assert other_seed.samples.texts != first.samples.texts and other_rank.samples.texts != first.samples.texts

@@ -51,7 +51,7 @@ def test_a_quantized_base_trains_its_adapter_with_the_8bit_optimizer(qwen3_dir, 
     optimizer = bnb.optim.AdamW8bit([p for p in model.parameters() if p.requires_grad], lr=1e-2, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     advantages, _ = group_advantages(torch.tensor([0.0, 1.0, 0.5, 0.2]), 4)
-    out = policy_update(model, samples, advantages, GRPOConfig(num_generations=4), SamplingConfig(), OptimConfig(),
+    out = policy_update(model, samples, advantages, GRPOConfig(num_generations=4, micro_batch_size=4), SamplingConfig(), OptimConfig(),
                         optimizer, scheduler, lambda loss: loss.backward())
     assert out["train/skipped_nonfinite"] == 0.0 and out["grad_norm"] > 0 and out["time/compile_s"] == 0.0
     moved = [n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(p, adapter[n])]

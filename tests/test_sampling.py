@@ -8,8 +8,10 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 
 from lit_watercolour import grpo
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import PolicyConfig, adapter_merged, completion_logps, load_policy, merged_weights
+from lit_watercolour.adapter_merge import adapter_merged, merged_weights
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy
 from lit_watercolour.sampling import FinishedRowHook, HFSampler, SamplingConfig, completion_mask_and_truncation
+from lit_watercolour.sampling.base import row_seeds
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -95,6 +97,36 @@ def test_sampler_decodes_on_its_own_thread_count_and_gives_the_process_its_own_b
     sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=4), threads=1)
     sampler.sample(["<|im_start|>user\n"], n=2, on_completion=lambda row, text: during.append(torch.get_num_threads()))
     assert during == [1, 1] and torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "generate"])
+def test_draws_come_from_the_callers_generator_and_leave_torchs_alone(policy, lean):
+    """Both decoding paths draw from the generator they are given (`generate`'s token through `DrawnToken`): the
+    same seed samples the same rows, another seed others, and torch's global random state is where it was."""
+    model, tokenizer = policy
+    sampler = HFSampler(model, tokenizer, SamplingConfig(max_completion_length=12, lean_decode=lean))
+    prompts = ["<|im_start|>user\nPaint a fox<|im_end|>\n<|im_start|>assistant\n"]
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    first = sampler.sample(prompts, n=4, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(6)  # the global state plays no part
+    again = sampler.sample(prompts, n=4, generator=torch.Generator().manual_seed(3))
+    other = sampler.sample(prompts, n=4, generator=torch.Generator().manual_seed(4))
+    assert sampler.decode_path == ("lean" if lean else "generate")
+    assert first.texts == again.texts and torch.equal(first.completion_ids, again.completion_ids)
+    assert other.texts != first.texts and len(set(first.texts)) > 1  # rows of one group differ too
+
+
+def test_vllm_row_seeds_come_from_the_callers_generator():
+    """The vLLM samplers' per-row request seeds (`row_seeds`): a seeded generator gives the same seeds again, another
+    seed others, and torch's global random state is where it was."""
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    seeds = row_seeds(6, torch.Generator().manual_seed(3))
+    assert torch.equal(torch.get_rng_state(), before)
+    assert seeds == row_seeds(6, torch.Generator().manual_seed(3)) != row_seeds(6, torch.Generator().manual_seed(4))
+    assert len(set(seeds)) == 6
 
 
 def test_top_k_one_is_greedy(policy):

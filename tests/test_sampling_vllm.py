@@ -30,7 +30,8 @@ from cpu_threads import one_thread  # noqa: F401  (fixture)
 from peft import PeftModel
 
 from lit_watercolour.data import chat_prompt
-from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, load_processor, merged_weights
+from lit_watercolour.adapter_merge import merged_weights
+from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, load_processor
 from lit_watercolour.vision import RowImage, image_inputs
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import Completion, ImagePrompt, pack_batch, slot_token_ids

@@ -161,7 +161,7 @@ class TwoScripts:
     def __init__(self, tokenizer, *turns: list[str]) -> None:
         self.tokenizer, self.scripts, self.prompts = tokenizer, [ScriptedSampler(tokenizer, t) for t in turns], []
 
-    def sample(self, prompts, n, on_completion=None):
+    def sample(self, prompts, n, on_completion=None, generator=None):
         self.prompts.append(prompts)
         text = [p if isinstance(p, str) else self.tokenizer.decode(getattr(p, "ids", p)) for p in prompts]
         return self.scripts[len(self.prompts) - 1].sample(text, n, on_completion)

@@ -14,7 +14,7 @@ from torch._dynamo.utils import counters
 
 from lit_watercolour.kernels import compile as kcompile
 from lit_watercolour.kernels.defaults import model_family, resolve_update_defaults
-from lit_watercolour.policy import PolicyConfig, completion_logps, decoder_layers, load_policy
+from lit_watercolour.policy import PolicyConfig, completion_logps, decoder_layers, load_policy, update_defaults
 from lit_watercolour.offline.tiny_models import tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -53,6 +53,20 @@ def test_model_family_from_the_config():
     assert model_family(tiny_config("qwen3", 100)) == "dense"
     assert model_family(tiny_config("qwen3_moe", 100)) == "moe"
     assert model_family(tiny_config("qwen3_5_moe", 100, num_layers=4)) == "hybrid"
+
+
+def test_a_run_resolves_its_settings_once_from_the_config_before_any_weight_loads(tmp_path):
+    """`policy.update_defaults`: the one resolution a run makes (`GRPOModule.configure_model` passes it to
+    `load_policy` and, as `grpo.micro_batch_size`, to the update), on a CPU and for CUDA, read off the checkpoint's
+    config alone: the folder below holds a config.json and no weights."""
+    dense = PolicyConfig(tiny="qwen3", dtype="float32")
+    assert settings(update_defaults(dense, "cpu")) == (8, "inputs", False)
+    assert settings(update_defaults(dense, "cuda")) == (1, "attention+out_proj", True)
+    assert settings(update_defaults(PolicyConfig(tiny="qwen3_5_moe", tiny_config={"num_layers": 4}), "cuda", 2)) == (
+        2, "inputs", False)
+    tiny_config("qwen3_moe", 100).save_pretrained(tmp_path)
+    moe = update_defaults(PolicyConfig(model=str(tmp_path), checkpoint_keep="attention"), "cuda")
+    assert (moe.family, *settings(moe)) == ("moe", 4, "attention", False)
 
 
 def compiled(model) -> list[bool]:

@@ -20,6 +20,8 @@ import math
 import random
 from collections.abc import Callable
 
+import torch
+
 from lit_watercolour.prompts import RECIPE_CANVAS_SIZE
 from lit_watercolour.sampling import OnCompletion, Sampler, SampleBatch
 
@@ -99,14 +101,15 @@ class ReplaySampler:
     def close(self) -> None:
         self.inner.close()
 
-    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[str], n: int, on_completion: OnCompletion | None = None,
+               generator: torch.Generator | None = None) -> SampleBatch:
         first = self.rows_done
 
         def report(row: int, _policy_text: str) -> None:
             if on_completion is not None:
                 on_completion(row, self.completion(first + row))
 
-        batch = self.inner.sample(prompts, n, report)
+        batch = self.inner.sample(prompts, n, report, generator=generator)
         batch.texts = [self.completion(first + row) for row in range(len(batch.texts))]
         self.rows_done += len(batch.texts)
         return batch

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,19 +61,24 @@ def _tier_of(rel: Path) -> str:
 IMAGE_KEYS = ("file_name", "file", "image")  # what a metadata row calls its image
 
 
+def json_lines(path: Path) -> Iterator:
+    """Each non-blank line of a JSON-lines file, parsed; a line that is not JSON fails naming the file and line."""
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{path}:{number} is not JSON: {e}") from None
+
+
 def metadata_rows(root: Path) -> list[dict] | None:
     """The rows of root/metadata.jsonl that name an image, or None when there are none."""
     meta = root / "metadata.jsonl"
     if not meta.exists():
         return None
     rows = []
-    for number, line in enumerate(meta.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise ValueError(f"{meta}:{number} is not JSON: {e}") from None
+    for row in json_lines(meta):
         key = next((k for k in IMAGE_KEYS if isinstance(row, dict) and isinstance(row.get(k), str)), None)
         if key is not None:
             rows.append({**row, "file_name": row[key]})

@@ -43,7 +43,7 @@ class SamplingConfig:
     """Rows per forward when scoring the sampled tokens."""
     merge_adapter: bool = False
     """generate and the captured step (graph_decode) decode with the adapter folded into copies of the adapted
-    weights (`policy.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token, a
+    weights (`adapter_merge.adapter_merged`; the base is never written): no adapter matmuls or float32 casts a token, a
     copy of the adapted weights held while sampling. Lean decoding always folds it."""
     lean_decode: bool = True
     """Dense Qwen3: decode with the flat KV-cached loop (lit_watercolour/decoding.py: per-token overhead, not FLOPs,
@@ -175,9 +175,12 @@ OnCompletion = Callable[[int, str], None]  # (row, decoded text), called as soon
 
 
 class Sampler(Protocol):
-    """Samples completions of chat prompts; `sync_weights` after every optimizer step."""
+    """Samples completions of chat prompts; `sync_weights` after every optimizer step. Its draws come from
+    `generator` (on the policy's device; None: torch's global one), so a caller that seeds one gets the same rows
+    for the same seed and leaves the process's random state alone (`RolloutPipeline`)."""
 
-    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch: ...
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None,
+               generator: torch.Generator | None = None) -> SampleBatch: ...
 
     def sync_weights(self, model: torch.nn.Module) -> None: ...
 
@@ -277,9 +280,11 @@ def with_policy_logps(model: torch.nn.Module, batch: SampleBatch, config: Sampli
     return replace(batch, logps=logps * batch.completion_mask)
 
 
-def row_seeds(rows: int) -> list[int]:
-    """One vLLM seed per row from torch's global RNG (vLLM's own default is the same seed every call)."""
-    return torch.randint(0, 2**31 - 1, (rows,)).tolist()
+def row_seeds(rows: int, generator: torch.Generator | None = None) -> list[int]:
+    """One vLLM seed per row, drawn from `generator` (None: torch's global one; vLLM's own default is the same
+    seed every call)."""
+    device = generator.device if generator is not None else None
+    return torch.randint(0, 2**31 - 1, (rows,), generator=generator, device=device).tolist()
 
 
 def policy_device(model: torch.nn.Module) -> torch.device:

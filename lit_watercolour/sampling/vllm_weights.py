@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from lit_watercolour.policy import merged_weights
+from lit_watercolour.adapter_merge import merged_weights
 
 @dataclass
 class AdapterSnapshot:

@@ -42,7 +42,7 @@ from lit_watercolour.gguf import transformers_folder  # noqa: E402
 TRAINED = "a peach hibiscus"
 UNSEEN = ["a blue iris", "a bowl of lemons"]  # in configs/smollm2_sft.yaml's exclude_subjects
 SMOKE = {"sft_steps": 2, "eval_n": 2, "grpo_steps": 2, "seeds": [0, 1], "turn_steps": 2, "k": 1, "max_tokens": 48,
-         "paintings": 1, "sampler": "hf", "sft_batch": 1, "sft_samples": 8, "parallel": False}
+         "paintings": 1, "sft_batch": 1, "sft_samples": 8, "parallel": False}
 
 
 def command(sub: str, config: str, name: str, args: argparse.Namespace, *extra: str) -> list[str]:
@@ -59,10 +59,10 @@ def command(sub: str, config: str, name: str, args: argparse.Namespace, *extra: 
     if sub != "sft" and not args.text_check:  # the GPU image has no rapidocr/onnxruntime unless they are carried
         cmd += ["--model.render.text_check.enabled", "false"]
     if sub != "sft" and args.sampler == "vllm":
-        # several engines share the GPU: a fixed KV cache each (no start-up profiling of a GPU others are using) and
-        # no compilation (a 135M model's decoding is fast enough eager, and each run would compile it again)
+        # several engines share the GPU: a fixed KV cache each, since profiling a GPU that others are filling fails
+        # ("No available memory for the cache blocks"); CUDA graphs stay on (eager decoding is ~10x slower a step)
         cmd += ["--model.vllm.gpu_memory_utilization", str(args.gpu_share), "--model.vllm.engine_kwargs",
-                json.dumps({"enforce_eager": True, "kv_cache_memory_bytes": args.kv_cache_gib << 30})]
+                json.dumps({"kv_cache_memory_bytes": args.kv_cache_gib << 30})]
     return cmd + list(extra)
 
 
@@ -142,28 +142,34 @@ def last_adapter(args: argparse.Namespace, name: str) -> str:
 
 
 def stages_picture(args: argparse.Namespace, names: list[str]) -> Path | None:
-    """One row a stage: its paintings of the same prompts (subject, seed), in the same order."""
+    """One row a stage: its paintings of the same prompts (subject, seed), in the same order; a stage not run is
+    a row of grey tiles."""
     from lit_watercolour.callbacks.gallery import contact_sheet
 
-    rows = []
+    stages = {}
     for name in names:
         records = [json.loads(line) for p in sorted((args.out / name).glob("paintings.jsonl")) for line in p.read_text().splitlines()]
-        for r in sorted(records, key=lambda r: r["painting"]):
-            png = args.out / name / f"{r['painting']}.png"
-            rows.append((png.read_bytes() if png.is_file() else None, f"{name.removeprefix('paint_')} {r['subject'][2:]} {r['gate']}"))
-    if not rows:
+        stages[name] = sorted(records, key=lambda r: r["painting"])
+    columns = max(len(records) for records in stages.values())
+    if columns == 0:
         return None
-    columns = max(1, len(rows) // len(names))
+    pngs, labels = [], []
+    for name, records in stages.items():
+        for i in range(columns):
+            r = records[i] if i < len(records) else None
+            png = args.out / name / f"{r['painting']}.png" if r else None
+            pngs.append(png.read_bytes() if png and png.is_file() else None)
+            labels.append(f"{name.removeprefix('paint_')} {r['subject'][2:]} {r['gate']}" if r else f"{name.removeprefix('paint_')}: not run")
     path = args.out / "stages.png"
-    contact_sheet([p for p, _ in rows], [label for _, label in rows], columns=columns).save(path)
+    contact_sheet(pngs, labels, columns=columns).save(path)
     return path
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "smollm2_demo")
-    parser.add_argument("--smoke", action="store_true", help="a CPU at toy sizes (SMOKE), hf sampling")
-    parser.add_argument("--sampler", default="vllm", help="vllm (a GPU) or hf")
+    parser.add_argument("--smoke", action="store_true", help="a CPU at toy sizes (SMOKE)")
+    parser.add_argument("--sampler", choices=["vllm", "hf"], help="default vllm, or hf with --smoke")
     parser.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=True,
                         help="run each wave's stages at once")
     parser.add_argument("--gpu-share", type=float, default=0.1, help="GPU memory share of each vLLM engine")
@@ -189,6 +195,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.smoke:
         for key, value in SMOKE.items():
             setattr(args, key, value)
+    args.sampler = args.sampler or ("hf" if args.smoke else "vllm")
     args.out = args.out.resolve()
     start = time.time()
     sft_cfg, grpo_cfg = "configs/smollm2_sft.yaml", "configs/smollm2_grpo.yaml"
