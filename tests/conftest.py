@@ -93,7 +93,7 @@ def judged_fit(tmp_path_factory, painter):
 
 
 # `make test` runs the suite on two workers (pytest-xdist), a module at a time so that module fixtures are made
-# once; modules that read another's module-less fixture share its worker, so it is made once too
+# once; modules that read one costly session fixture share a worker, so that it is made once too
 SHARED_WORKER = {"tests/test_secrets.py": "tests/test_cli.py"}  # both read `judged_fit`
 
 
