@@ -1,6 +1,6 @@
 """`predict` paints with the trained adapter, not the base: an adapter taught one of the tiny painter's four
 sketches, given either way a user gives it (`policy.adapter`, a checkpoint's `ckpt_path`), makes every painting
-that sketch, while the base's paintings are others."""
+that sketch, while the base mixes its sketches."""
 
 import json
 
@@ -21,7 +21,7 @@ from tiny_painter import COMPLETIONS, SUBJECT
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
 
 TAUGHT = COMPLETIONS[3]  # the one in bare p5 shapes
-GENERATIONS = 2
+GENERATIONS = 4
 
 
 def painting_module(painter, out_dir, adapter: str | None = None) -> GRPOModule:
@@ -60,7 +60,8 @@ def teach(module: GRPOModule, reply: str, steps: int = 60) -> None:
 
 def test_predict_paints_with_the_trained_adapter_not_the_base(tmp_path, painter):
     base = paint(painting_module(painter, tmp_path / "base"), tmp_path / "base")
-    assert TAUGHT not in base and all(reply in COMPLETIONS for reply in base)  # the painter's other sketches
+    # the painter's own sketches, not all the taught one (the base mixes its four: (1/4)^4 that a draw paints only it)
+    assert all(reply in COMPLETIONS for reply in base) and base != [TAUGHT] * GENERATIONS
 
     trained = painting_module(painter, tmp_path / "unused")
     teach(trained, TAUGHT)
