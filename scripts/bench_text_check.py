@@ -1,15 +1,18 @@
 """The picture's text check, option by option: words refused on the text corpus, honest pictures read as words,
-CPU seconds a check.
+CPU seconds a check; or, with --rules, the rule that counts readings as words before and after short readings
+had to be sure or read again, side by side on the same readings at several render seeds.
 
     python scripts/bench_text_check.py --renders runs/default/renders
+    python scripts/bench_text_check.py --rules --seeds 0,1,2,3,4 --procedural 20
 
 Renders (real Chromium, the text check off in the pool) the corpus of words drawn with allowed calls
 (tests/text_corpus.py) and the honest sketch sets (tests/legit, renderer/sketches, renderer/bench), reads the
 shipped pool's PNGs and any `--renders` folder (a run's renders), then reads every picture with each option:
 RapidOCR as shipped (one call on the capture, its own sizing), or the text check's lines and glyph rows read on
 the capture itself or on the ink view (sandbox.text_check.ink_view), at one size or several; each counted by the
-check's rule (>= min_chars letters or digits at >= min_score). The figures are in docs/results.md; the method in
-docs/gate.md#the-text-check.
+check's rule. --rules renders the corpus, tests/legit, renderer/sketches + bench and the procedural corpus
+(lit_watercolour.offline.corpus) at each seed, reads every picture once and judges the readings by both rules.
+The figures are in docs/results.md; the method in docs/gate.md#the-text-check.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from pathlib import Path
 from PIL import Image
 
 from lit_watercolour.gate import static_gate
-from lit_watercolour.sandbox import ThreadedRenderPool, text_check
+from lit_watercolour.offline.corpus import make_corpus
 from lit_watercolour.records import TextHit
-from lit_watercolour.sandbox.text_check import TextCheck, TextDetector, count_chars
+from lit_watercolour.sandbox import ThreadedRenderPool, text_check
+from lit_watercolour.sketch import extract_code
+from lit_watercolour.sandbox.text_check import TextCheck, TextDetector, count_chars, words
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the corpus generator lives with the tests that assert on it
@@ -59,9 +64,13 @@ class ShippedOCR:
         return hits if count_chars(hits, self.config.min_score) >= self.config.min_chars else []
 
 
-def render_all(named_codes: dict[str, str], pages: int) -> dict[str, Image.Image]:
+RULES = {"before: every confident reading counts": TextCheck(short_chars=0),
+         "after: short readings sure or read again (default)": TextCheck()}
+
+
+def render_all(named_codes: dict[str, str], pages: int, seed: int = 1) -> dict[str, Image.Image]:
     with ThreadedRenderPool(size=pages, timeout_s=300.0, text_check=TextCheck(enabled=False)) as pool:
-        futures = {name: pool.submit(code, 1) for name, code in named_codes.items()}
+        futures = {name: pool.submit(code, seed) for name, code in named_codes.items()}
         out = {}
         for name, future in futures.items():
             result = future.result()
@@ -76,12 +85,18 @@ def main() -> None:
     parser.add_argument("--renders", type=Path, action="append", default=[], help="a folder of PNGs (searched recursively), honest")
     parser.add_argument("--pages", type=int, default=2, help="render pool pages")
     parser.add_argument("--options", default="", help=f"comma list of option numbers to run, 0-{len(OPTIONS) - 1} (default all)")
+    parser.add_argument("--rules", action="store_true", help="compare the counting rules (RULES) instead of the options")
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="render seeds, with --rules")
+    parser.add_argument("--procedural", type=int, default=20, help="sketches of the procedural corpus (seed 0), with --rules")
     args = parser.parse_args()
 
     cases = corpus()
     codes = {f"corpus/{case.name}": case.sketch() for case in cases}
     for label, folder in HONEST_SKETCHES.items():
         codes |= {f"{label}/{p.stem}": p.read_text() for p in sorted(folder.glob("*.js"))}
+    if args.rules:
+        codes |= {f"procedural/{k:02d}": extract_code(sample.completion) for k, sample in enumerate(make_corpus(args.procedural, seed=0))}
+        return compare_rules(codes, [int(v) for v in args.seeds.split(",")], args.pages)
     start = time.monotonic()
     pictures = render_all(codes, args.pages)
     print(f"rendered {len(pictures)} sketches in {time.monotonic() - start:.0f} s")
@@ -116,6 +131,36 @@ def main() -> None:
         wrong = {n: [h.text for h in found[n]] for n in pictures if not n.startswith("corpus/") and found[n]}
         print(f"  missed: {missed}" + (f"; honest read as words: {wrong}" if wrong else ""), flush=True)
     text_check.ink_view = ink
+
+
+def compare_rules(codes: dict[str, str], seeds: list[int], pages: int) -> None:
+    """Each set at each seed read once, judged by every rule: corpus pictures refused, honest ones read as words."""
+    reader = TextDetector(TextCheck(engines=1))
+    judged: dict[tuple[str, int], list[bool]] = {}
+    for seed in seeds:
+        start = time.monotonic()
+        pictures = render_all(codes, pages, seed)
+        rendered_s, t0 = time.monotonic() - start, time.process_time()
+        for name, image in pictures.items():
+            readings = reader.read(image)
+            verdicts = {label: words(readings, rule) for label, rule in RULES.items()}
+            judged[name, seed] = [bool(hits) for hits in verdicts.values()]
+            for label, hits in verdicts.items():  # the pictures each rule gets wrong, and what it read
+                if bool(hits) != name.startswith("corpus/"):
+                    print(f"  seed {seed}, {label.split(':')[0]}: {name} {[(h.text, h.score) for h in hits] or 'missed'}", flush=True)
+        print(f"seed {seed}: rendered {len(pictures)} in {rendered_s:.0f} s, read in "
+              f"{time.process_time() - t0:.0f} CPU s", flush=True)
+    sets = sorted({name.rsplit("/", 1)[0] for name, _ in judged}, key=lambda s: (s != "corpus", s))
+    print(f"\n| set (sketches x seeds {','.join(map(str, seeds))}) | pictures | " + " | ".join(RULES) + " |")
+    print("|---|---|" + "---|" * len(RULES))
+    for s in sets:
+        keys = [key for key in judged if key[0].startswith(s + "/")]
+        cells = []
+        for k in range(len(RULES)):
+            hits = sum(judged[key][k] for key in keys)
+            by_seed = "/".join(str(sum(judged[key][k] for key in keys if key[1] == seed)) for seed in seeds)
+            cells.append(f"{hits} {'refused' if s == 'corpus' else 'read as words'} ({by_seed})")
+        print(f"| {s} | {len(keys)} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

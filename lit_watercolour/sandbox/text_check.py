@@ -16,9 +16,12 @@ How a capture is read (docs/gate.md#the-text-check):
 3. At each size, two readings: the detector's line boxes (less any as wide and tall as a painting), each
    recognised; and glyph rows: the view's ink marks of a letter's proportions, grouped into rows of three or
    more of one height and baseline, each row packed into one tight strip and recognised (letters stamped far
-   apart, which the detector boxes one by one or pairs across rows, read as the word they spell). A reading
-   holds text when its confident readings have `min_chars` letters or digits; the verdict keeps the
-   readings of the one that read the most, with their boxes in capture pixels.
+   apart, which the detector boxes one by one or pairs across rows, read as the word they spell).
+4. A confident reading counts as words when it is long, when the recogniser is sure of it, or when another
+   size or way reads the same letters: brush marks in a row (four watercolour discs read "XCO" at 0.89) make
+   short, unsure readings that no second reading repeats. A size and way holds text when its counted readings
+   have `min_chars` letters or digits; the verdict keeps the readings of the one that read the most, with
+   their boxes in capture pixels.
 """
 
 from __future__ import annotations
@@ -53,7 +56,11 @@ class TextCheck:
     min_score: float = 0.8
     """Recogniser confidence from which a reading counts."""
     min_chars: int = 2
-    """Letters or digits, read confidently at one size, that make the picture hold text."""
+    """Letters or digits, counted at one size and way, that make the picture hold text."""
+    short_chars: int = 4
+    """A confident reading of at most this many letters or digits counts only when sure or read again (0: all count)."""
+    sure_score: float = 0.95
+    """Recogniser confidence from which a short reading counts alone."""
     threads: int = 1
     """onnxruntime threads of one check (checks run in the render pool's worker threads, beside rendering)."""
     engines: int = 2
@@ -63,8 +70,10 @@ class TextCheck:
         object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))
         if not self.sizes or min(self.sizes) < 32:
             raise ValueError("text_check.sizes: at least one size, each >= 32 px")
-        if not 0 < self.min_score <= 1 or self.min_chars < 1 or self.threads < 1 or self.engines < 1:
-            raise ValueError("text_check: min_score in (0, 1], min_chars, threads and engines >= 1")
+        if not 0 < self.min_score <= self.sure_score <= 1 or self.min_chars < 1 or self.threads < 1 or self.engines < 1:
+            raise ValueError("text_check: 0 < min_score <= sure_score <= 1; min_chars, threads and engines >= 1")
+        if self.short_chars < 0:
+            raise ValueError("text_check.short_chars: >= 0")
 
 
 def ink_view(rgb: np.ndarray, kernel: int = INK_KERNEL, gain: float = INK_GAIN) -> np.ndarray:
@@ -113,6 +122,30 @@ def packed(ink: np.ndarray, row: list[tuple[int, int, int, int]]) -> np.ndarray:
 def count_chars(hits: list[TextHit], min_score: float) -> int:
     """Letters and digits (any script) in the readings at or above `min_score`."""
     return sum(ch.isalnum() for hit in hits if hit.score >= min_score for ch in hit.text)
+
+
+def letters(text: str) -> str:
+    """The letters and digits of a reading, upper case: what two readings of one word share."""
+    return "".join(ch for ch in text if ch.isalnum()).upper()
+
+
+def counted(readings: dict[str, list[TextHit]], config: TextCheck) -> dict[str, list[TextHit]]:
+    """By size and way, the readings that count as words: confident, and long, sure, or read again (the same
+    letters, one reading's within the other's) at another size or way."""
+    confident = {way: [hit for hit in hits if hit.score >= config.min_score and letters(hit.text)] for way, hits in readings.items()}
+
+    def again(way: str, mine: str) -> bool:
+        return any(mine in theirs or theirs in mine for other, hits in confident.items() if other != way
+                   for theirs in map(letters, (hit.text for hit in hits)))
+
+    return {way: [hit for hit in hits if len(letters(hit.text)) > config.short_chars or hit.score >= config.sure_score
+                  or again(way, letters(hit.text))] for way, hits in confident.items()}
+
+
+def words(readings: dict[str, list[TextHit]], config: TextCheck) -> list[TextHit]:
+    """The counted readings of the size and way with the most letters, when they reach min_chars; else []."""
+    best = max(counted(readings, config).values(), key=lambda hits: count_chars(hits, config.min_score), default=[])
+    return best if count_chars(best, config.min_score) >= config.min_chars else []
 
 
 class TextDetector:
@@ -189,14 +222,8 @@ class TextDetector:
             self._release(engine)
 
     def find(self, image: Image.Image) -> list[TextHit]:
-        """The confident readings of the size and way that read the most letters, when they reach min_chars; else []."""
-        cfg = self.config
-        best: list[TextHit] = []
-        for hits in self.read(image).values():
-            confident = [h for h in hits if h.score >= cfg.min_score and any(ch.isalnum() for ch in h.text)]
-            if count_chars(confident, cfg.min_score) > count_chars(best, cfg.min_score):
-                best = confident
-        return best if count_chars(best, cfg.min_score) >= cfg.min_chars else []
+        """The readings that make the picture hold text (`words`), or []."""
+        return words(self.read(image), self.config)
 
 
 @functools.lru_cache(maxsize=4)
