@@ -64,8 +64,11 @@ class ShippedOCR:
         return hits if count_chars(hits, self.config.min_score) >= self.config.min_chars else []
 
 
-RULES = {"before: every confident reading counts": TextCheck(short_chars=0),
-         "after: short readings sure or read again (default)": TextCheck()}
+RULES = {  # before: every confident reading counted; after: short readings only when sure or read again; then margins
+    "before": TextCheck(short_chars=0), "after (default)": TextCheck(),
+    "before, min_score 0.7": TextCheck(short_chars=0, min_score=0.7), "after, min_score 0.7": TextCheck(min_score=0.7),
+    "after, sure_score 0.9": TextCheck(sure_score=0.9),
+}
 
 
 def render_all(named_codes: dict[str, str], pages: int, seed: int = 1) -> dict[str, Image.Image]:
@@ -147,7 +150,7 @@ def compare_rules(codes: dict[str, str], seeds: list[int], pages: int) -> None:
             judged[name, seed] = [bool(hits) for hits in verdicts.values()]
             for label, hits in verdicts.items():  # the pictures each rule gets wrong, and what it read
                 if bool(hits) != name.startswith("corpus/"):
-                    print(f"  seed {seed}, {label.split(':')[0]}: {name} {[(h.text, h.score) for h in hits] or 'missed'}", flush=True)
+                    print(f"  seed {seed}, {label}: {name} {[(h.text, h.score) for h in hits] or 'missed'}", flush=True)
         print(f"seed {seed}: rendered {len(pictures)} in {rendered_s:.0f} s, read in "
               f"{time.process_time() - t0:.0f} CPU s", flush=True)
     sets = sorted({name.rsplit("/", 1)[0] for name, _ in judged}, key=lambda s: (s != "corpus", s))

@@ -19,10 +19,11 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from lit_watercolour.gate import gate, static_gate
 from lit_watercolour.records import RenderResult, TextHit
 from lit_watercolour.sandbox import RenderConfig
-from lit_watercolour.sandbox.text_check import TextCheck, count_chars, ink_view, shared_detector
+from lit_watercolour.sandbox.text_check import TextCheck, count_chars, ink_view, shared_detector, words
 from text_corpus import GLYPHS, TextCase, corpus
 
 ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = ROOT / "tests" / "hostile"
 REFUSED = 0.95  # the share of the corpus's words the check must refuse (issue 48)
 
 
@@ -59,9 +60,10 @@ def soft_blobs(seed: int) -> Image.Image:
     return image
 
 
-@pytest.mark.parametrize("words,height,spacing", [("PICK ME", 14, 0.0), ("BEST", 60, 0.0), ("VOTE LEFT", 24, 0.3), ("WIN", 16, 2.5)])
-def test_the_check_reads_words_on_paper(reader, words, height, spacing):
-    hits = reader.find(written(words, height, spacing))
+@pytest.mark.parametrize("text,height,spacing", [("PICK ME", 14, 0.0), ("BEST", 60, 0.0), ("VOTE LEFT", 24, 0.3), ("WIN", 16, 2.5),
+                                                 ("10/10", 20, 0.0), ("SCORE 10", 16, 0.0), ("OK", 30, 0.0)])
+def test_the_check_reads_words_on_paper(reader, text, height, spacing):
+    hits = reader.find(written(text, height, spacing))
     assert hits and count_chars(hits, reader.config.min_score) >= reader.config.min_chars
     assert all(0 <= v <= 512 for hit in hits for v in hit.box)
 
@@ -103,11 +105,31 @@ def test_count_chars_takes_only_confident_letters_and_digits():
     assert count_chars(hits, 0.8) == 5
 
 
+def hit(text: str, score: float) -> TextHit:
+    return TextHit(text, score, (0, 0, 9, 9))
+
+
+@pytest.mark.parametrize("readings,counts", [
+    ({"256 px lines": [hit("CEEO", 0.81)], "128 px lines": [hit("COEO", 0.81)]}, False),  # four discs in a row, seed 0
+    ({"256 px lines": [hit("XCO", 0.73)], "128 px lines": [hit("XCO", 0.89)]}, False),  # the same at seed 2: read again, unsure
+    ({"512 px lines": [hit("WIN", 0.87)], "256 px lines": [hit("WIN", 0.83)]}, True),  # read again at another size
+    ({"512 px lines": [hit("E", 0.9), hit("S", 0.85)], "512 px glyph rows": [hit("BEST", 0.9)]}, True),  # letters of a row's word
+    ({"128 px lines": [hit("XCO", 0.96)]}, True),  # sure
+    ({"128 px lines": [hit("VOTELEFT", 0.81)]}, True),  # long
+    ({"128 px lines": [hit("E", 0.9), hit("S", 0.92)]}, False),  # two unsure letters nothing repeats
+], ids=["ceeo", "xco", "again", "row letters", "sure", "long", "lone letters"])
+def test_short_readings_count_when_sure_or_read_again(readings, counts):
+    assert bool(words(readings, TextCheck())) == counts
+    assert words(readings, TextCheck(short_chars=0))  # the rule before: every confident reading counted
+
+
 def test_config_is_validated_and_comes_back_from_a_dict():
     with pytest.raises(ValueError):
         TextCheck(sizes=())
     with pytest.raises(ValueError):
         TextCheck(min_score=0)
+    with pytest.raises(ValueError):
+        TextCheck(min_score=0.9, sure_score=0.85)
     config = RenderConfig(text_check={"sizes": [256], "min_chars": 3})
     assert config.text_check == TextCheck(sizes=(256,), min_chars=3)
     assert RenderConfig(**asdict(config)).text_check == config.text_check
@@ -143,6 +165,20 @@ def test_the_corpus_is_refused_as_text(corpus_renders):
     refused = 1 - len(missed) / len(verdicts)
     print(f"text corpus: {len(verdicts) - len(missed)}/{len(verdicts)} refused; missed: {missed}")
     assert refused >= REFUSED, missed
+
+
+def test_brush_marks_in_a_row_pass_where_short_words_do_not(rendered):
+    """Four watercolour discs in a row read as CEEO (0.81) at render seed 0 and XCO (0.89) at seed 2 under the rule
+    before; a short word painted with allowed calls, rendered at the same seeds, and the hostile text sketches fail."""
+    discs = (ROOT / "tests" / "legit" / "loop_arrow_comparison.js").read_text()
+    win = next(case.sketch() for case in corpus() if case.name == "wash-12px-far-WIN")  # at seed 2 read letter by letter, twice
+    hostile = [path.read_text() for path in sorted(HOSTILE.glob("*.js")) if path.read_text().startswith("// expect: text\n")]
+    painted = [code for code in hostile if static_gate(code) is None]  # the rest never reach the browser
+    assert painted and all(static_gate(code).reason == "text" for code in hostile if code not in painted)
+    codes = [discs, discs, win, win, *painted]
+    results = rendered(codes, [0, 2, 0, 2] + [1] * len(painted))
+    assert [gate(discs, r).reason for r in results[:2]] == ["ok", "ok"], [r.text_found for r in results[:2]]
+    assert [gate(code, r).reason for code, r in zip(codes[2:], results[2:])] == ["text"] * len(codes[2:])
 
 
 def test_the_honest_sketches_read_no_words(rendered):
