@@ -25,6 +25,8 @@ TEST = re.compile(r"tests/(\w+\.py)::(\w+)")  # a test by name
 # a figure: a number standing alone or after an `x` (x82), never part of a name (Qwen3, H100)
 NUMBER = re.compile(r"(?:(?<=\bx)|(?<![\w.]))(\d[\d,]*(?:\.\d+)?)")
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+SCRIPT_CALL = re.compile(r"(scripts/[\w/]+\.(?:py|sh))([^`\n|]*)")  # a script and what follows it in its code span
+OPTION = re.compile(r"(?<![\w-])--([a-z][\w-]*)(?![\w.-])")  # `--model.x` is fit's, passed through: not matched
 # config sections of `model:` and the dataclass each is (their fields are cited as `grpo.beta`)
 SECTIONS = {"policy": ("policy.py", "PolicyConfig"), "sampling": ("sampling/base.py", "SamplingConfig"),
             "grpo": ("update.py", "GRPOConfig"), "optim": ("update.py", "OptimConfig"),
@@ -144,6 +146,22 @@ def test_every_config_and_script_is_documented():
     scripts = [p.relative_to(ROOT / "scripts").as_posix() for d in ("scripts", "scripts/gpu") for p in sorted((ROOT / d).iterdir())
                if p.suffix in (".py", ".sh") and not p.name.startswith("_")]
     assert [s for s in scripts if f"`{s}`" not in benchmarks and f"`{s} " not in benchmarks] == []
+
+
+def unknown_script_options(text: str) -> list[str]:
+    """Each `--option` a doc passes to a script that the script does not define (argparse's `--no-X` for `--X`)."""
+    unknown = []
+    for script, rest in SCRIPT_CALL.findall(text):
+        source = (ROOT / script).read_text() if (ROOT / script).is_file() else ""
+        unknown += [f"{script} --{o}" for o in OPTION.findall(rest)
+                    if not any(f'"--{n}"' in source or f"'--{n}'" in source for n in (o, o.removeprefix("no-")))]
+    return unknown
+
+
+def test_every_script_option_the_docs_use_exists():
+    assert {doc.name: found for doc in DOCS if doc.name != "results.md" and (found := unknown_script_options(doc.read_text()))} == {}
+    assert unknown_script_options("`python scripts/render.py x.js --out a.png --size 3` and `scripts/bench_render.py "
+                                  "--no-compare --no-such`") == ["scripts/render.py --size", "scripts/bench_render.py --no-such"]
 
 
 def test_every_setting_is_in_its_table():
