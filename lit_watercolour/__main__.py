@@ -5,8 +5,8 @@ optimiser), `data:` the subjects, `trainer.callbacks:` the gallery, the run log 
 paints the data's subjects with the policy (a trained adapter via `--ckpt_path` or
 `--model.policy.adapter`) into `model.predict_dir`. `sft` fine-tunes the policy on sketches
 (`lit_watercolour.sft.SFTModule`, `lit_watercolour.sft_data.SketchDataModule`): its `model:` and `data:` are
-those classes', its `trainer:` Lightning's, and the adapter it writes is what `fit` starts from. Without --config the subcommands read
-configs/default.yaml. Every option can also come from the environment, named as `--help` shows
+those classes', its `trainer:` Lightning's, and the adapter it writes is what `fit` starts from. Without --config fit,
+validate and predict read configs/default.yaml, sft configs/sft.yaml. Every option can also come from the environment, named as `--help` shows
 (`LIT_WATERCOLOUR_FIT__TRAINER__MAX_STEPS`); a --config or a flag beats the environment. Each option's
 `--help` text is its config field's docstring. The run shows one progress bar of optimizer steps; the notices
 it filters are in `lit_watercolour/notices.py`, each with its reason.

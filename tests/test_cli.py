@@ -55,6 +55,17 @@ def test_fit_then_predict_with_the_trained_adapter(judged_fit, painter):
     assert "a-peach-hibiscus-0-0.txt" in painted and "a-blue-iris-1-0.txt" in painted
 
 
+@pytest.mark.parametrize("config", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_shipped_config_parses(capsys, config):
+    """Each config resolves under its subcommand (`sft` for the SFT ones) without loading a model: a renamed or
+    removed option fails here, not in a user's run."""
+    subcommand = "sft" if "sft" in config else "fit"
+    with pytest.raises(SystemExit) as done:
+        main([subcommand, "--config", str(ROOT / "configs" / config), "--print_config"])
+    assert done.value.code in (0, None)
+    assert yaml.safe_load(capsys.readouterr().out)["model"]
+
+
 def test_recipe_config_parses(capsys):
     """The H200 recipe resolves to the documented settings without loading the 35B model."""
     c = yaml.safe_load(printed_config(capsys, ["--config", str(ROOT / "configs" / "hibiscus_qwen35_a3b.yaml"), "--print_config"]))

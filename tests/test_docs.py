@@ -1,5 +1,6 @@
-"""The docs describe the tree as it is: every path, module and link the README and docs/ cite exists, every gate
-reason is documented, nothing points outside the repository, and no comment cites a README section that is gone."""
+"""The docs describe the tree as it is: every path, module, test and link the README and docs/ cite exists, every
+gate reason, config, script and render setting is documented, the README's figures are results.md's, nothing points
+outside the repository, and no comment cites a README section that is gone."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ FILE = re.compile(r"`(\w+\.(?:py|sh))`")  # a file named alone: it must be where
 MODULE = re.compile(r"(?<![\w./-])(lit_watercolour(?:\.\w+)+)")
 SHORT = re.compile(r"`(\w+(?:\.\w+)+)`")  # `grpo.group_advantages`, `policy.lora_r`: a module's name or a config's field
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+TEST = re.compile(r"tests/(\w+\.py)::(\w+)")  # a test by name
+# a figure: a number standing alone or after an `x` (x82), never part of a name (Qwen3, H100)
+NUMBER = re.compile(r"(?:(?<=\bx)|(?<![\w.]))(\d[\d,]*(?:\.\d+)?)")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+SCRIPT_CALL = re.compile(r"(scripts/[\w/]+\.(?:py|sh))([^`\n|]*)")  # a script and what follows it in its code span
+OPTION = re.compile(r"(?<![\w-])--([a-z][\w-]*)(?![\w.-])")  # `--model.x` is fit's, passed through: not matched
 # config sections of `model:` and the dataclass each is (their fields are cited as `grpo.beta`)
 SECTIONS = {"policy": ("policy.py", "PolicyConfig"), "sampling": ("sampling/base.py", "SamplingConfig"),
             "grpo": ("update.py", "GRPOConfig"), "optim": ("update.py", "OptimConfig"),
@@ -33,10 +40,13 @@ CODE = [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), *(ROOT / "scr
         *(p for p in (ROOT / "renderer").glob("*.*") if p.suffix in (".js", ".html"))]
 
 
-def config_fields(section: str) -> set[str]:
-    file, name = SECTIONS[section]
+def dataclass_fields(file: str, name: str) -> set[str]:
     cls = next(n for n in ast.walk(ast.parse((PACKAGE / file).read_text())) if isinstance(n, ast.ClassDef) and n.name == name)
     return {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)}
+
+
+def config_fields(section: str) -> set[str]:
+    return dataclass_fields(*SECTIONS[section])
 
 
 def slug(heading: str) -> str:
@@ -90,6 +100,8 @@ def stale_citations(text: str, where: Path) -> list[str]:
             continue
         if not module_exists(f"lit_watercolour.{dotted}") and not re.fullmatch(r"\w+\.(py|sh|yaml|md|json|jsonl)", dotted):
             stale.append(dotted)
+    stale += [f"tests/{f}::{name}" for f, name in TEST.findall(text)
+              if not (ROOT / "tests" / f).is_file() or not defines(ROOT / "tests" / f, name)]
     for link in LINK.findall(text):
         if re.match(r"[a-z]+:", link):  # a web address
             continue
@@ -114,14 +126,81 @@ def test_a_stale_citation_is_caught():
             "| `lit_watercolour/kernels/`, `experts.py`, `render.py` |\n\n")
     text += ("`lit_watercolour.render.RenderPool` and `lit_watercolour.sandbox.pool.RenderPool`; "
              "`grpo.linear_logps_and_entropy`, `grpo.group_advantages`, `grpo.beta`, `policy.lora_rank`; "
+             "`tests/test_gate.py::test_gone`, `tests/test_docs.py::test_a_stale_citation_is_caught`; "
              "[gone](overlap.md#no-such-part), [here](gate.md#reason-codes)")
     assert stale_citations(text, doc) == ["lit_watercolour/render.py", "experts.py", "lit_watercolour.render.RenderPool",
-                                          "grpo.linear_logps_and_entropy", "policy.lora_rank", "overlap.md#no-such-part"]
+                                          "grpo.linear_logps_and_entropy", "policy.lora_rank", "tests/test_gate.py::test_gone",
+                                          "overlap.md#no-such-part"]
 
 
 def test_every_gate_reason_is_documented():
     gate_doc = (ROOT / "docs" / "gate.md").read_text()
     assert [r for r in REASONS if f"`{r}`" not in gate_doc] == []
+
+
+def test_every_config_and_script_is_documented():
+    """The README's config table names every config; docs/benchmarks.md every script under scripts/ and scripts/gpu/
+    (the `_*` modules are not tools)."""
+    readme, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "docs" / "benchmarks.md").read_text()
+    assert [c.name for c in sorted((ROOT / "configs").glob("*.yaml")) if f"`{c.name}`" not in readme] == []
+    scripts = [p.relative_to(ROOT / "scripts").as_posix() for d in ("scripts", "scripts/gpu") for p in sorted((ROOT / d).iterdir())
+               if p.suffix in (".py", ".sh") and not p.name.startswith("_")]
+    assert [s for s in scripts if f"`{s}`" not in benchmarks and f"`{s} " not in benchmarks] == []
+
+
+def unknown_script_options(text: str) -> list[str]:
+    """Each `--option` a doc passes to a script that the script does not define (argparse's `--no-X` for `--X`)."""
+    unknown = []
+    for script, rest in SCRIPT_CALL.findall(text):
+        source = (ROOT / script).read_text() if (ROOT / script).is_file() else ""
+        unknown += [f"{script} --{o}" for o in OPTION.findall(rest)
+                    if not any(f'"--{n}"' in source or f"'--{n}'" in source for n in (o, o.removeprefix("no-")))]
+    return unknown
+
+
+def test_every_script_option_the_docs_use_exists():
+    assert {doc.name: found for doc in DOCS if doc.name != "results.md" and (found := unknown_script_options(doc.read_text()))} == {}
+    assert unknown_script_options("`python scripts/render.py x.js --out a.png --size 3` and `scripts/bench_render.py "
+                                  "--no-compare --no-such`") == ["scripts/render.py --size", "scripts/bench_render.py --no-such"]
+
+
+def test_every_setting_is_in_its_table():
+    """docs/rendering.md's table of `model.render` has a row per RenderConfig field; docs/gate.md names each of the text
+    check's settings."""
+    rendering, gate_doc = (ROOT / "docs" / "rendering.md").read_text(), (ROOT / "docs" / "gate.md").read_text()
+    assert sorted(f for f in dataclass_fields("sandbox/config.py", "RenderConfig") if f"| `{f}` |" not in rendering) == []
+    assert sorted(f for f in dataclass_fields("sandbox/text_check.py", "TextCheck") if f"`{f}`" not in gate_doc) == []
+
+
+def unsourced_figures(readme: str, results: str) -> list[str]:
+    """Each figure of the README's Results tables that the results.md entries of its date (the row's, or the
+    paragraph's above the table) do not hold, as 'date: figure'."""
+    entries = {}
+    for entry in re.split(r"\n(?=## )", results):
+        if m := re.match(r"## (\d{4}-\d{2}-\d{2}) ", entry):
+            entries[m[1]] = entries.get(m[1], "") + entry
+    section = readme.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    missing, dates = [], []
+    for block in re.split(r"\n\s*\n", section):  # a table is its own block; the paragraph above gives its date
+        lines = block.splitlines()
+        dates = DATE.findall(" ".join(line for line in lines if not line.startswith("|"))) or dates
+        for row in [line for line in lines if line.startswith("|")][2:]:  # past the header and its rule
+            date = (DATE.findall(row) or dates)[0]
+            held = entries.get(date, "")
+            missing += [f"{date}: {n}" for n in NUMBER.findall(DATE.sub("", row))
+                        if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d|\.\d)", held)]
+    return missing
+
+
+def test_the_readme_figures_are_results_md_figures():
+    assert unsourced_figures((ROOT / "README.md").read_text(), (ROOT / "docs" / "results.md").read_text()) == []
+
+
+def test_an_unsourced_figure_is_caught():
+    results = "## 2026-01-02 A run\n1.58x at 0.38x, 109.4 s\n\n## 2026-01-03 Another\n7 min\n"
+    readme = ("# x\n\n## Results\n\nThe learning (2026-01-03):\n\n| a | b |\n|---|---|\n| 7 min | 8 min |\n\n"
+              "| what | date | result |\n|---|---|---|\n| H100 step | 2026-01-02, H100 | 1.58x at 0.25x; 109 s |\n\n## Next\n")
+    assert unsourced_figures(readme, results) == ["2026-01-03: 8", "2026-01-02: 0.25", "2026-01-02: 109"]
 
 
 def test_nothing_points_outside_the_repository():

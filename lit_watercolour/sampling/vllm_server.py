@@ -1,7 +1,7 @@
 """The `vllm-server` sampler: generation on an existing `vllm serve` (OpenAI-compatible, over HTTP).
 
 Like the colocated `vllm` sampler: the adapter saved after each step is loaded under a new name
-(`AdapterSnapshots`), each row seeded from torch's RNG, each completion reported as it arrives.
+(`AdapterSnapshots`), each row seeded from the caller's generator, each completion reported as it arrives.
 Start the server with `--logprobs-mode processed_logprobs`, so `sampler_logps` is the
 distribution it drew from (see `lit_watercolour.sampling.base`).
 """

@@ -8,12 +8,14 @@ configs/smollm2_grpo.yaml); independent stages run at once (`--parallel`, one GP
      | paintings after SFT
   3. eval after GRPO (each seed's last adapter) | paintings after GRPO (the first seed's)
 An eval is `validate` on the trained subject and the subjects the SFT data left out, `--eval-n` sketches of each:
-gate pass rate, reward and each term per subject (`val/<subject>/...`). GRPO's gain per seed is the mean reward of
-its last k steps minus its first k; the seed spread is the std over seeds of the first-k mean (as
-scripts/learning_curve.py). The two-turn run's revision gain is `turns/gain` (turn 2 minus turn 1) over its first k
+gate pass rate, reward and each term per subject (`val/<subject>/...`). GRPO's gain is measured twice: on its
+training rewards (each seed's mean of its last k steps minus its first k, against the std over seeds of the first-k
+mean, as scripts/learning_curve.py) and on the evals (each seed's last adapter against the SFT adapter, against the
+std over seeds of the after-GRPO eval reward). A stage still running at `--deadline-s` gets SIGTERM: a GRPO run
+saves the step it ends on, which its eval then reads. The two-turn run's revision gain is `turns/gain` (turn 2 minus turn 1) over its first k
 steps and its last k. The paintings (`predict`, the same prompts and seeds at every stage) become `stages.png`, one
 row a stage. Every run's log, metrics and files are under OUT/<stage>/; the table goes to stdout and
-OUT/summary.json.
+OUT/summary_waves<N...>.json.
 
     python scripts/gpu/smollm2_demo.py --out runs/smollm2_demo                      # one GPU, vLLM sampling
     python scripts/gpu/smollm2_demo.py --out runs/smollm2_smoke --smoke             # a CPU, toy sizes, hf sampling
@@ -22,9 +24,11 @@ OUT/summary.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -66,17 +70,29 @@ def command(sub: str, config: str, name: str, args: argparse.Namespace, *extra: 
     return cmd + list(extra)
 
 
-def run(name: str, cmd: list[str], out: Path, limit_s: float) -> dict:
-    """Run one stage, its output in OUT/NAME.log, stopped after `limit_s`; its wall time and exit status (124: stopped)."""
+def run(name: str, cmd: list[str], out: Path, limit_s: float, grace_s: float) -> dict:
+    """Run one stage, its output in OUT/NAME.log; after `limit_s` it gets SIGTERM (Lightning ends the step under way
+    and saves its checkpoint), after `grace_s` more its process group is killed. Its wall time and exit status
+    (124: stopped at the deadline)."""
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     with (out / f"{name}.log").open("w") as log:
         print(f"## {name}: {' '.join(cmd[2:])}", flush=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
         try:
-            code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=max(1.0, limit_s),
-                                  env=dict(os.environ, PYTHONUNBUFFERED="1")).returncode
+            code = proc.wait(timeout=max(1.0, limit_s))
         except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
             code = 124
+        finally:  # an engine's worker left behind would hold its GPU memory through the next wave
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
     wall = time.time() - start
     print(f"## {name}: exit {code} after {wall:.0f} s" + (f" (see {out / name}.log)" if code else ""), flush=True)
     return {"name": name, "exit": code, "wall_s": round(wall, 1)}
@@ -86,9 +102,9 @@ def wave(number: int, jobs: dict[str, list[str]], args: argparse.Namespace) -> d
     """The wave's stages (at once with --parallel), each stopped at the deadline; none when the wave is not asked for."""
     if number not in args.waves:
         return {}
-    limit = args.deadline_s - (time.time() - args.started)
+    limit = args.deadline_s - args.grace_s - (time.time() - args.started)
     with ThreadPoolExecutor(len(jobs) if args.parallel else 1) as pool:
-        futures = {name: pool.submit(run, name, cmd, args.out, limit) for name, cmd in jobs.items()}
+        futures = {name: pool.submit(run, name, cmd, args.out, limit, args.grace_s) for name, cmd in jobs.items()}
         return {name: f.result() for name, f in futures.items()}
 
 
@@ -123,6 +139,19 @@ def grpo_record(args: argparse.Namespace, seed: int) -> dict:
             "first_k_pass": mean_or_none(column(path, "gate/pass_rate")[: args.k]),
             "last_k_pass": mean_or_none(column(path, "gate/pass_rate")[-args.k:]),
             "mean_step_s": mean_or_none(steps), "rewards": [round(r, 3) for r in rewards]}
+
+
+def eval_gain(after_sft: dict, after_grpo: dict[int, dict], group: str) -> dict:
+    """GRPO's gain on held-out sketches: each seed's eval reward minus the SFT adapter's, against the spread (std)
+    of the seeds' eval rewards."""
+    base = (after_sft.get(group) or {}).get("reward")
+    rewards = [r[group]["reward"] for r in after_grpo.values() if "reward" in (r.get(group) or {})]
+    if base is None or not rewards:
+        return {"error": "an eval is missing"}
+    gain = statistics.mean(rewards) - base
+    spread = statistics.stdev(rewards) if len(rewards) > 1 else float("nan")
+    return {"after_sft": base, "after_grpo": [round(r, 4) for r in rewards], "gain": round(gain, 4),
+            "seed_spread": round(spread, 4), "gain_over_spread": round(gain / spread, 2) if spread > 0 else None}
 
 
 def turns_record(args: argparse.Namespace) -> dict:
@@ -176,12 +205,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--text-check", action=argparse.BooleanOptionalAction, default=True,
                         help="the render's OCR text check (needs rapidocr and onnxruntime)")
     parser.add_argument("--kv-cache-gib", type=int, default=4, help="KV cache of each vLLM engine")
-    parser.add_argument("--sft-steps", type=int, default=200)
+    parser.add_argument("--sft-steps", type=int, default=150)
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--sft-samples", type=int, default=4000)
     parser.add_argument("--max-length", type=int, default=2560)
     parser.add_argument("--eval-n", type=int, default=64, help="sketches of each subject an eval samples")
-    parser.add_argument("--grpo-steps", type=int, default=12)
+    parser.add_argument("--grpo-steps", type=int, default=22)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--turn-steps", type=int, default=8)
     parser.add_argument("--k", type=int, default=3, help="steps of the first-k / last-k means")
@@ -189,7 +218,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--paintings", type=int, default=4, help="paintings of each subject at each stage")
     parser.add_argument("--waves", type=int, nargs="+", default=[1, 2, 3],
                         help="which waves to run (a later call on the same machine runs the rest; the table reads all)")
-    parser.add_argument("--deadline-s", type=float, default=float("inf"), help="stop every stage this long after the start")
+    parser.add_argument("--deadline-s", type=float, default=float("inf"),
+                        help="every stage ends this long after the start: SIGTERM --grace-s before it")
+    parser.add_argument("--grace-s", type=float, default=60.0,
+                        help="seconds a stopped stage has to save its checkpoint and shut down its engines")
     args = parser.parse_args(argv)
     args.started = time.time()
     if args.smoke:
@@ -227,24 +259,28 @@ def main(argv: list[str] | None = None) -> dict:
     times |= wave(2, {
         "eval_sft": evaluate("eval_sft", *from_sft), **grpo,
         "two_turns": command("fit", grpo_cfg, "two_turns", args, "--model.turns", "2", "--model.feedback", "text",
-                             "--trainer.max_steps", str(args.turn_steps), *from_sft),
+                             "--trainer.max_steps", str(args.turn_steps), "--data.prompts_per_step", "1", *from_sft),
         "paint_sft": paint("paint_sft", *from_sft),
     }, args)
-    first = args.seeds[0]  # after GRPO: the first seed's adapter (the others' gains are in their metrics)
+    first = args.seeds[0]  # the paintings after GRPO: the first seed's
     times |= wave(3, {
-        f"eval_grpo_seed{first}": evaluate(f"eval_grpo_seed{first}", "--model.policy.adapter", last_adapter(args, f"grpo_seed{first}")),
-        "paint_grpo": paint("paint_grpo", "--model.policy.adapter", last_adapter(args, f"grpo_seed{args.seeds[0]}")),
+        **{f"eval_grpo_seed{s}": evaluate(f"eval_grpo_seed{s}", "--model.policy.adapter", last_adapter(args, f"grpo_seed{s}"))
+           for s in args.seeds},
+        "paint_grpo": paint("paint_grpo", "--model.policy.adapter", last_adapter(args, f"grpo_seed{first}")),
     }, args)
 
     runs = [grpo_record(args, s) for s in args.seeds]
     ok = [r for r in runs if "error" not in r]
     spread = statistics.stdev([r["first_k_reward"] for r in ok]) if len(ok) > 1 else float("nan")
     mean_gain = statistics.mean(r["gain"] for r in ok) if ok else float("nan")
+    after_sft = eval_record(args, "eval_sft")
+    after_grpo = {s: eval_record(args, f"eval_grpo_seed{s}") for s in args.seeds}
     summary = {
-        "evals": {"before_sft": eval_record(args, "eval_before"), "after_sft": eval_record(args, "eval_sft"),
-                  f"after_grpo_seed{first}": eval_record(args, f"eval_grpo_seed{first}")},
+        "evals": {"before_sft": eval_record(args, "eval_before"), "after_sft": after_sft,
+                  **{f"after_grpo_seed{s}": record for s, record in after_grpo.items()}},
         "grpo": {"runs": runs, "mean_gain": round(mean_gain, 4), "seed_spread_first_k": round(spread, 4),
-                 "gain_over_spread": round(mean_gain / spread, 2) if spread > 0 else None},
+                 "gain_over_spread": round(mean_gain / spread, 2) if spread > 0 else None,
+                 "eval_gain": {group: eval_gain(after_sft, after_grpo, group) for group in [TRAINED, "unseen"]}},
         "two_turns": turns_record(args),
         "sft_val_loss": column(metrics(args, "sft"), "val/loss") if metrics(args, "sft") else None,
         "stages_png": str(stages_picture(args, ["paint_before", "paint_sft", "paint_grpo"])),
@@ -267,7 +303,9 @@ def print_table(summary: dict) -> None:
             print(f"{stage:18} {subject:18} {m.get('gate_pass_rate', float('nan')):9.3f}  {m.get('reward', float('nan')):7.4f}  {terms}")
     g = summary["grpo"]
     print(f"\nGRPO gain per seed {[r.get('gain') for r in g['runs']]}, mean {g['mean_gain']}, seed spread "
-          f"{g['seed_spread_first_k']}, gain/spread {g['gain_over_spread']}")
+          f"{g['seed_spread_first_k']}, gain/spread {g['gain_over_spread']} (training reward, last k - first k steps)")
+    for group, e in g["eval_gain"].items():
+        print(f"GRPO gain on evals, {group}: {e}")
     t = summary["two_turns"]
     print(f"two turns: revision gain (turn 2 - turn 1) first k {t.get('first_k_gain')}, last k {t.get('last_k_gain')}")
     print(f"SFT held-out loss {summary['sft_val_loss']}")
