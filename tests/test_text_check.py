@@ -123,6 +123,13 @@ def test_short_readings_count_when_sure_or_read_again(readings, counts):
     assert words(readings, TextCheck(short_chars=0))  # the rule before: every confident reading counted
 
 
+@pytest.mark.parametrize("reading", ["11", "1l1", "Il", "i1 1"])
+def test_a_row_of_upright_marks_is_not_text(reading):
+    """A row of stems read as "11" at 0.96 refused an honest SmolLM2 painting during GRPO (docs/results.md)."""
+    assert not words({"256 px glyph rows": [hit(reading, 0.99)], "128 px lines": [hit(reading, 0.99)]}, TextCheck())
+    assert words({"256 px glyph rows": [hit(reading + "0", 0.99)]}, TextCheck())  # 10, 110: digits that say something
+
+
 def test_config_is_validated_and_comes_back_from_a_dict():
     with pytest.raises(ValueError):
         TextCheck(sizes=())

@@ -129,10 +129,17 @@ def letters(text: str) -> str:
     return "".join(ch for ch in text if ch.isalnum()).upper()
 
 
+def upright_marks(text: str) -> bool:
+    """A reading whose letters and digits are all what one upright stroke reads as (1, l, I, i): a row of stems or
+    grass blades, the commonest marks a painting makes, says nothing to a judge."""
+    return all(ch in "1lIi" for ch in text if ch.isalnum())
+
+
 def counted(readings: dict[str, list[TextHit]], config: TextCheck) -> dict[str, list[TextHit]]:
-    """By size and way, the readings that count as words: confident, and long, sure, or read again (the same
-    letters, one reading's within the other's) at another size or way."""
-    confident = {way: [hit for hit in hits if hit.score >= config.min_score and letters(hit.text)] for way, hits in readings.items()}
+    """By size and way, the readings that count as words: confident, more than upright marks, and long, sure, or
+    read again (the same letters, one reading's within the other's) at another size or way."""
+    confident = {way: [hit for hit in hits if hit.score >= config.min_score and letters(hit.text) and not upright_marks(hit.text)]
+                 for way, hits in readings.items()}
 
     def again(way: str, mine: str) -> bool:
         return any(mine in theirs or theirs in mine for other, hits in confident.items() if other != way
@@ -156,7 +163,7 @@ class TextDetector:
         try:
             import rapidocr  # noqa: F401  (imported here so a gate without the text check never loads it)
         except ImportError as exc:
-            raise ImportError("the text check needs rapidocr and onnxruntime (pip install 'rapidocr>=3.4' onnxruntime); "
+            raise ImportError("the text check needs rapidocr and onnxruntime (pip install 'rapidocr>=3.10' onnxruntime); "
                               "or turn it off with render.text_check.enabled: false") from exc
         self._engines: queue.LifoQueue = queue.LifoQueue()
         self._made = 0
