@@ -23,7 +23,6 @@ from lit_watercolour.sandbox.text_check import TextCheck, count_chars, ink_view,
 from text_corpus import GLYPHS, TextCase, corpus
 
 ROOT = Path(__file__).resolve().parent.parent
-HOSTILE = ROOT / "tests" / "hostile"
 REFUSED = 0.95  # the share of the corpus's words the check must refuse (issue 48)
 
 
@@ -176,16 +175,13 @@ def test_the_corpus_is_refused_as_text(corpus_renders):
 
 def test_brush_marks_in_a_row_pass_where_short_words_do_not(rendered):
     """Four watercolour discs in a row read as CEEO (0.81) at render seed 0 and XCO (0.89) at seed 2 under the rule
-    before; a short word painted with allowed calls, rendered at the same seeds, and the hostile text sketches fail."""
+    before; a short word painted with allowed calls, rendered at the same seeds, fails (the hostile text sketches:
+    tests/test_hostile.py)."""
     discs = (ROOT / "tests" / "legit" / "loop_arrow_comparison.js").read_text()
     win = next(case.sketch() for case in corpus() if case.name == "wash-12px-far-WIN")  # at seed 2 read letter by letter, twice
-    hostile = [path.read_text() for path in sorted(HOSTILE.glob("*.js")) if path.read_text().startswith("// expect: text\n")]
-    painted = [code for code in hostile if static_gate(code) is None]  # the rest never reach the browser
-    assert painted and all(static_gate(code).reason == "text" for code in hostile if code not in painted)
-    codes = [discs, discs, win, win, *painted]
-    results = rendered(codes, [0, 2, 0, 2] + [1] * len(painted))
+    results = rendered([discs, discs, win, win], [0, 2, 0, 2])
     assert [gate(discs, r).reason for r in results[:2]] == ["ok", "ok"], [r.text_found for r in results[:2]]
-    assert [gate(code, r).reason for code, r in zip(codes[2:], results[2:])] == ["text"] * len(codes[2:])
+    assert [gate(win, r).reason for r in results[2:]] == ["text", "text"]
 
 
 def test_the_honest_sketches_read_no_words(rendered):
