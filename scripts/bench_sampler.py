@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from _bench_timing import profiled  # scripts/ is on sys.path when run as a script
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.kernels.linear_attention import use_fla_glue
 from lit_watercolour.policy import PolicyConfig, load_policy
@@ -84,6 +85,8 @@ def main() -> None:
     ap.add_argument("--fla-glue", choices=["on", "off", "both"], default="off",
                     help="hf: Gated DeltaNet's conv and gated norm on fla's kernels (PolicyConfig.fla_glue); both: "
                          "the hf sampler timed with it off ('hf') and on ('hf:fla-glue'), turn about, on one model")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the repeats, one more warm-up-length batch of each sampler under torch.profiler: its top N kernels")
     ap.add_argument("--logps", action="store_true",
                     help="the samplers also return the trainer's log-probs, as for num_iterations > 1 (vLLM: one more forward)")
     args = ap.parse_args()
@@ -145,6 +148,12 @@ def main() -> None:
                         row.update(logp_diff_mean=round(float(diff.abs().mean()), 5), logp_diff_max=round(float(diff.abs().max()), 5))
                     print(json.dumps(row), flush=True)
                     runs[name].append(row)
+            for name, sampler in samplers.items() if args.profile else ():
+                sampler.config = replace(configs[name], max_completion_length=min(args.warmup_length, sampling.max_completion_length))
+                use_fla_glue(model, glue[name])
+                print(json.dumps({"profile": name, "tokens_per_row": sampler.config.max_completion_length}), flush=True)
+                with profiled(torch.device(args.device), args.profile):
+                    sampler.sample([prompt], args.num_generations)
         finally:
             for sampler in samplers.values():
                 sampler.close()
