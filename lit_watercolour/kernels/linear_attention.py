@@ -12,13 +12,19 @@ as Triton kernels with their backward: `causal_conv1d` on the projections' own [
 the modeling module (`causal_conv1d_fn`, `causal_conv1d_update`: transformers resolves them once, at import, and
 every version since 5.17 calls them with the layer's conv weight), so each becomes a dispatcher that sends a marked
 layer's call (its weight's parameter carries the mark) to fla and any other (another model in the process, tensors
-off CUDA, packed sequences) to transformers' own; the norm is swapped per layer. Off CUDA, without fla, or with a
-transformers whose modeling module lacks those functions, nothing changes.
+off CUDA, packed sequences) to transformers' own; the norm is swapped per layer. Off CUDA (unless under Triton's
+interpreter), without fla, or with a transformers whose modeling module lacks those functions, nothing changes.
+
+fla's kernels compute what transformers' code does: in float32 they agree to rounding (tests/test_linear_attention.py,
+under the interpreter). In bf16 they round in other places (fla once per kernel; transformers after the convolution,
+after SiLU, and before the norm's weight), and on a random-init MoE such a difference flips a few tokens' experts,
+which reroutes more in every later layer: there the two differ as much as bf16 differs from float32 (docs/results.md).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import torch
@@ -28,6 +34,12 @@ FLAG = "_fla_glue"  # set on a marked layer's conv weight and norm
 
 def fla_available() -> bool:
     return importlib.util.find_spec("fla") is not None and importlib.util.find_spec("triton") is not None
+
+
+def triton_runs_on(t: torch.Tensor) -> bool:
+    """Whether fla's Triton kernels take `t`: on CUDA, or anywhere under Triton's interpreter (how tests run them on a
+    CPU)."""
+    return t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def gated_deltanet_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -78,8 +90,8 @@ def conv_dispatcher(original):
     for a marked layer (no initial state: the caller prepends a cache's), transformers' own otherwise."""
 
     def causal_conv1d_fn(hidden_states, weight, bias=None, activation=None, **kwargs):
-        packed = kwargs.get("cu_seqlens") is not None or kwargs.get("seq_idx") is not None
-        if packed or not (hidden_states.is_cuda and marked(weight)):
+        packed = kwargs.get("cu_seq_lens_q") is not None  # the name transformers passes packed rows' bounds by
+        if packed or not (triton_runs_on(hidden_states) and marked(weight)):
             return original(hidden_states, weight, bias, activation=activation, **kwargs)
         from fla.modules.causal_conv1d import causal_conv1d
 
@@ -98,7 +110,7 @@ def update_dispatcher(original):
 
     def causal_conv1d_update(hidden_states, conv_state, weight, bias=None, activation=None):
         one_step = hidden_states.shape[-1] == 1 and conv_state.is_contiguous() and conv_state.shape[-1] == weight.shape[-1]
-        if not (one_step and hidden_states.is_cuda and marked(weight)):
+        if not (one_step and triton_runs_on(hidden_states) and marked(weight)):
             return original(hidden_states, conv_state, weight, bias, activation)
         from fla.modules.causal_conv1d import causal_conv1d_update as fla_update
 
@@ -113,7 +125,7 @@ def gated_norm_forward(norm: torch.nn.Module):
     own = type(norm).forward.__get__(norm)
 
     def forward(hidden_states: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-        if not getattr(norm, FLAG, False) or not hidden_states.is_cuda:
+        if not getattr(norm, FLAG, False) or not triton_runs_on(hidden_states):
             return own(hidden_states, gate)
         from fla.modules.norm.fused_norm_gate import rms_norm_gated
 
