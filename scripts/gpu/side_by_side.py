@@ -90,7 +90,8 @@ def moe_grads(out: Path, limit_s: float) -> list[dict]:
             m.register_forward_hook(lambda _, __, out, name=name: routes.__setitem__(name, out[2].sort(-1).values))
 
     def pass_(on: bool) -> tuple[torch.Tensor, dict, dict]:
-        use_fla_glue(model, on)
+        if use_fla_glue(model, on) is not on:
+            raise RuntimeError("fla's glue does not switch on here (fla, triton or transformers' conv functions missing)")
         model.zero_grad(set_to_none=True)
         logits = model(input_ids=ids).logits[:, :-1].float()
         logps = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
