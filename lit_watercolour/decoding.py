@@ -166,6 +166,11 @@ class LeanDecoder:
         return out[:, P : P + steps], logps[:, :steps]
 
 
+def capturing(t: Tensor) -> bool:
+    """Whether `t`'s device is recording a CUDA graph now, so that no value of it can be read back to the host."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def sample_logits(logits: Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0, head: int = 64,
                   generator: torch.Generator | None = None) -> Tensor:
     """One token per row from logits [B, V]: temperature, then top-k (0: off), then top-p (1: off); the draw
@@ -177,6 +182,8 @@ def sample_logits(logits: Tensor, temperature: float, top_k: int = 0, top_p: flo
     logits = logits / temperature
     V = logits.shape[-1]
     k = top_k if 0 < top_k < V else V
+    if capturing(logits):
+        head = k  # a graph cannot read back whether the head holds top_p: it orders all k
     if top_p >= 1.0 and k == V:
         vals, idx, lse = logits, None, logits.logsumexp(-1, keepdim=True)
     else:

@@ -19,7 +19,9 @@ kept in `path`): `tests/test_graph_decoding.py` checks it token for token agains
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -27,6 +29,7 @@ from torch import Tensor
 from lit_watercolour.decoding import _core
 
 GRAPH_MODEL_TYPES = ("qwen3_5_moe", "qwen3_5_moe_text")
+TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # frames in here (module calls, `torch.cuda.graph`) name no cause
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -159,8 +162,27 @@ class GraphDecoder:
             for g in [torch.cuda.default_generators[torch.cuda.current_device()], generator]:
                 if g is not None:
                     g.graphsafe_set_state(g.clone_state())
-            return step, f"eager (capture failed: {type(error).__name__}: {str(error)[:300]})"
+            return step, f"eager (capture failed: {capture_failure(error)})"
         return graph.replay, "cuda-graph"
+
+
+def capture_failure(error: BaseException) -> str:
+    """Why a capture failed: its first error, at the innermost line outside torch that raised it. Ending a capture
+    that a call in it broke raises again, in torch, while the call's error is handled ("operation failed due to a
+    previous error during capture"), so an error that torch's own code raised over another gives way to that one."""
+    while error.__context__ is not None and raised_in_torch(error):
+        error = error.__context__
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(TORCH_DIR)]
+    where = ""
+    if frames:
+        where = f" at {'/'.join(Path(frames[-1].filename).parts[-2:])}:{frames[-1].lineno} in {frames[-1].name}"
+    message = (str(error).strip().splitlines() or [""])[0]  # CUDA errors go on with advice on how to debug them
+    return f"{type(error).__name__}{where}: {message[:300]}"
+
+
+def raised_in_torch(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and frames[-1].filename.startswith(TORCH_DIR)
 
 
 def image_prefill(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, positions: Tensor, images: dict,

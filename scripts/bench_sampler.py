@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["hf", "vllm"])
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=None, help="default: the default config's")
+    ap.add_argument("--top-k", type=int, default=None, help="sampling.top_k (default: the default config's, 0: off; the recipe's 20)")
     ap.add_argument("--merge-adapter", choices=["true", "false", "both"], default=None,
                     help="hf: sampling.merge_adapter (default: the config's); both: also an 'hf:merged' sampler")
     ap.add_argument("--min-tokens", type=int, default=0,
@@ -105,7 +106,7 @@ def main() -> None:
         model.to(args.device)
         model.get_base_model().generation_config.min_new_tokens = args.min_tokens or None
         merge = None if args.merge_adapter is None else args.merge_adapter == "true"
-        sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=merge)
+        sampling = default_sampling(max_completion_length=args.max_completion_length, merge_adapter=merge, top_k=args.top_k)
         engine = {"enforce_eager": args.enforce_eager, **args.engine_kwargs}
         kv_gib = args.kv_cache_gib if args.kv_cache_gib is not None else (0.25 if args.device == "cpu" else None)
         if kv_gib is not None:

@@ -146,7 +146,9 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
     shapes = (TINY_RECIPE_SHAPES if recipe else TINY_SHAPES) if args.tiny else RECIPE_SHAPES if recipe else SMALL_SHAPES
     arch = "qwen3_5_moe"
     if args.policy_shapes == "qwen3-4b":
-        arch, shapes = "qwen3", TINY_SHAPES if args.tiny else QWEN3_4B_SHAPES
+        # the tiny model keeps the 4B's context: the config's vLLM max_model_len must fit it
+        tiny = {**TINY_SHAPES, "max_position_embeddings": QWEN3_4B_SHAPES["max_position_embeddings"]}
+        arch, shapes = "qwen3", tiny if args.tiny else QWEN3_4B_SHAPES
     model["policy"] = {**model["policy"], "tiny": arch, "tiny_config": shapes,
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)

@@ -1,12 +1,15 @@
 """The captured-step decoder for Qwen3.5-MoE policies, run eagerly (no CUDA here): token for token `generate`,
 prompts with a render in them (turn 2 shown its painting) included."""
 
+from contextlib import contextmanager
+
 import pytest
 import torch
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from test_turns import render
 
-from lit_watercolour.graph_decoding import GraphDecoder, supports
+from lit_watercolour import decoding
+from lit_watercolour.graph_decoding import GraphDecoder, capture_failure, supports
 from lit_watercolour.policy import PolicyConfig, completion_logps, load_policy, load_processor
 from lit_watercolour.vision import RowImage, image_inputs
 from lit_watercolour.sampling import HFSampler, SamplingConfig
@@ -156,3 +159,44 @@ def test_the_captured_step_decodes_with_the_adapter_merged(policy):
     assert torch.equal(batches[0].completion_ids, batches[1].completion_ids)
     torch.testing.assert_close(batches[1].logps, batches[0].logps, atol=1e-4, rtol=1e-4)
     assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)
+
+
+def test_a_captured_draw_reads_nothing_back(monkeypatch):
+    """Top-p without top-k (configs/default.yaml's) reads back whether the likeliest `head` tokens hold the nucleus, a
+    host sync that breaks a capture; while a graph is recorded (here: said to be) the draw orders every token instead,
+    reads nothing back, and draws what the full order draws."""
+    logits = torch.randn(8, 300) * 3
+
+    def read_back(tensor):
+        raise AssertionError("read back to the host")
+
+    monkeypatch.setattr(torch.Tensor, "__bool__", read_back)
+    with pytest.raises(AssertionError, match="read back"):
+        decoding.sample_logits(logits, 1.0, 0, 0.95, head=4)
+    monkeypatch.setattr(decoding, "capturing", lambda t: True)
+    drawn = decoding.sample_logits(logits, 1.0, 0, 0.95, head=4, generator=torch.Generator().manual_seed(0))
+    monkeypatch.undo()
+    assert torch.equal(drawn, decoding.sample_logits(logits, 1.0, 0, 0.95, head=300,
+                                                     generator=torch.Generator().manual_seed(0)))
+
+
+def test_a_failed_capture_names_the_call_that_broke_it():
+    """Ending a broken capture raises again in torch, over the step's own error; the reason kept is the step's error at
+    its innermost line outside torch, the first line of its message."""
+
+    @contextmanager
+    def capture():  # as `torch.cuda.graph`, whose exit raises (in torch) while the step's error is handled
+        try:
+            yield
+        finally:
+            torch.nn.functional.dropout(torch.zeros(2), p=2.0)  # raises in torch's own code
+
+    def step():
+        torch.nn.functional.softmax(torch.zeros(2), dim=5)  # raises in torch's own code too, called from here
+
+    with pytest.raises(ValueError) as caught, capture():
+        step()
+    assert caught.value.__context__ is not None  # the error caught is the exit's, over the step's
+    line = step.__code__.co_firstlineno + 1
+    assert capture_failure(caught.value) == (f"IndexError at tests/test_graph_decoding.py:{line} in step: Dimension out "
+                                             "of range (expected to be in range of [-1, 0], but got 5)")

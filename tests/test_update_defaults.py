@@ -196,7 +196,8 @@ def test_the_4b_recipe_is_the_recipe_on_a_4b_policy_with_the_shipped_update_defa
     for key in ("temperature", "top_p", "top_k", "max_completion_length", "generation_batch_size"):
         assert small["model"]["sampling"][key] == recipe["model"]["sampling"][key]
     grpo = {k: v for k, v in recipe["model"]["grpo"].items() if k != "micro_batch_size"}
-    assert small["model"]["grpo"] == grpo  # the micro-batch size left to the defaults
+    # the micro-batch size left to the defaults; its engine samples a step ahead, reweighted by a capped ratio
+    assert {k: v for k, v in small["model"]["grpo"].items() if k != "importance_sampling_cap"} == grpo
     policy = small["model"]["policy"]
     assert policy["model"] == "Qwen/Qwen3-4B-Instruct-2507" and "checkpoint_keep" not in policy and "compile_layers" not in policy
     assert {k: v for k, v in policy.items() if k != "model"} == \

@@ -8,7 +8,8 @@ its own time limit; a section's output goes to $OUT/<section>.log (or --out) as 
                float32 (the check that they agree)
   moe-update   bench_step.py --preset qwen3.5-moe-3b at 8192 tokens: the update with the glue off (before) and on,
                then each one's top kernels
-  moe-decode   bench_sampler.py --preset qwen3.5-35b-a3b-8layers --backends hf: the captured step, 8 rows, glue off/on,
+  moe-decode   bench_sampler.py --preset qwen3.5-35b-a3b-8layers --backends hf --top-k 20 (the recipe's): the captured
+               step, 8 rows, glue off/on,
                and glue on with the adapter merged (`sampling.merge_adapter`), then each one's top kernels
   4b-sampler   bench_sampler.py --preset qwen3-4b --backends vllm: the landed engine (LoRA served, max_lora_rank 64,
                sleep level 1) against merged weights with sleep level 2, each engine with the same bounded CUDA-graph sizes
@@ -135,7 +136,7 @@ def sections(args) -> dict:
                        "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour:fla=1", "--profile", "20"],
         "moe-decode": [py, "scripts/bench_sampler.py", "--preset", "qwen3.5-35b-a3b-8layers", "--device", "cuda",
                        "--dtype", "bfloat16", "--backends", "hf", "--max-completion-length", "1024", "--min-tokens",
-                       "1024", "--repeats", "2", "--fla-glue", "both", "--merge-adapter", "both", "--profile", "25"],
+                       "1024", "--top-k", "20", "--repeats", "2", "--fla-glue", "both", "--merge-adapter", "both", "--profile", "25"],
         "4b-sampler": [py, "scripts/bench_sampler.py", "--preset", "qwen3-4b", "--device", "cuda", "--dtype", "bfloat16",
                        "--backends", "vllm", "--max-completion-length", "2048", "--min-tokens", "2048", "--repeats", "2",
                        "--enforce-eager", "false", "--engine-kwargs", json.dumps(BOUNDED_GRAPHS)],
