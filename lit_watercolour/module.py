@@ -30,7 +30,8 @@ Overlap (`max_staleness=k`, `lit_watercolour.overlap`): each step keeps the next
 sampling the newest before its own update (with the weights of the update before) and leaving its renders
 and scores to finish while the step waits for its own scores and updates; the update of that batch, k steps
 later, takes the sampler's log-probs as the old policy. A step's wall time is then about max(sampling +
-update, render + score) instead of their sum. A run's first step, and a resumed run's first step, sample
+update, render + score) instead of their sum; with `sample_during_update` (a vLLM engine) the newest is sampled
+during the update instead, for about max(sampling, render + score + update). A run's first step, and a resumed run's first step, sample
 on-policy (the prefetched batches are not checkpointed): `train/staleness` and `policy_version` in
 rollouts.jsonl say which. Every step logs each phase's busy and idle time within its wall window
 (`time/busy/*`, `time/idle/*`) and when sampling and the update began and ended (`time/at/*`, seconds since
@@ -56,17 +57,17 @@ from lit_watercolour.callbacks.paintings import PaintingWriter, slug
 from lit_watercolour.callbacks.rewards import RewardModels
 from lit_watercolour.data import Prompt
 from lit_watercolour.flops import update_flops
-from lit_watercolour.overlap import busy_idle_metrics
+from lit_watercolour.overlap import AdapterVersions, busy_idle_metrics
 from lit_watercolour.policy import PolicyConfig, load_policy, load_processor, trainable_state_dict, update_defaults
 from lit_watercolour.records import RolloutBatch, StepResult
 from lit_watercolour.rewards.base import RewardTerm
 from lit_watercolour.rewards.mix import RewardMix
 from lit_watercolour.rng import rng_state, set_rng_state
-from lit_watercolour.rollout import RolloutPipeline
+from lit_watercolour.rollout import Job, RolloutPipeline
 from lit_watercolour.sandbox import RenderConfig
 from lit_watercolour.turns import Feedback, TurnsConfig, check_policy
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
-from lit_watercolour.sampling.base import completion_metrics
+from lit_watercolour.sampling.base import completion_metrics, with_policy_logps
 from lit_watercolour.update import (GRPOConfig, OptimConfig, ThreadsConfig, configure_optimizer, policy_update,
                                    skip_step)
 
@@ -87,6 +88,7 @@ class GRPOModule(pl.LightningModule):
         predict_dir: str = "paintings",
         threads: ThreadsConfig = ThreadsConfig(),
         max_staleness: int = 0,
+        sample_during_update: bool = False,
         turns: int = 1,
         feedback: Feedback = "text",
         turn1_weight: float = 0.0,
@@ -107,6 +109,10 @@ class GRPOModule(pl.LightningModule):
             threads: torch intra-op threads for the update and for decoding.
             max_staleness: batches sampled ahead of the update (0: on-policy); the update of a batch sampled
                 ahead is that many optimizer steps behind the policy that sampled it.
+            sample_during_update: max_staleness >= 1 with a vLLM sampler: the engine samples the batch ahead while
+                the trainer updates (on the pipeline's sampling thread), not before; the engine must fit beside the
+                update (its sleep mode, if on, only frees memory between batches). Its old-policy log-probs are one
+                forward of the adapter that sampled it, while it is scored (lit_watercolour/overlap.py).
             turns: 1: one sketch per trajectory; 2: the sketch is rendered and fed back and the policy revises it
                 in the same conversation, the trajectory scored on the revision (lit_watercolour/turns.py).
             feedback: what turn 2 is shown: text (gate verdict, painted fraction, scorer parts), image (the render, to
@@ -115,6 +121,9 @@ class GRPOModule(pl.LightningModule):
         """
         super().__init__()
         require(max_staleness >= 0, "model.max_staleness", ">= 0 (0: on-policy)", max_staleness)
+        require(not sample_during_update or (max_staleness >= 1 and sampler != "hf"), "model.sample_during_update",
+                "off unless max_staleness >= 1 and the sampler is vllm or vllm-server (hf decodes with the weights "
+                "being updated)", f"{sample_during_update} with max_staleness {max_staleness}, sampler {sampler}")
         require(render_pool_size >= 1, "model.render_pool_size", ">= 1", render_pool_size)
         require(predict_generations >= 1, "model.predict_generations", ">= 1", predict_generations)
         self.automatic_optimization = False
@@ -129,9 +138,11 @@ class GRPOModule(pl.LightningModule):
         self.save_hyperparameters({
             "policy": asdict(self.policy_config), "sampling": asdict(self.sampling_config),
             "grpo": asdict(self.grpo_config), "optim": asdict(self.optim_config), "sampler": sampler,
-            "max_staleness": max_staleness, "turns": turns, "feedback": feedback, "turn1_weight": turn1_weight,
+            "max_staleness": max_staleness, "sample_during_update": sample_during_update, "turns": turns, "feedback": feedback, "turn1_weight": turn1_weight,
         })
         self.max_staleness = max_staleness
+        # the adapters batches sampled beside the update were sampled with (their old-policy log-probs)
+        self.adapter_versions = AdapterVersions(max_staleness + 1) if sample_during_update else None
         self.turns = TurnsConfig(turns, feedback, turn1_weight)
         if self.turns.turns == 2 and max_staleness > 0:
             warnings.warn("turns=2 with max_staleness > 0 does not overlap: a batch sampled ahead waits on the policy's "
@@ -140,6 +151,10 @@ class GRPOModule(pl.LightningModule):
         self.num_iterations = self.grpo_config.num_iterations
         self.sampler_backend = sampler
         self.vllm_config = as_config(VLLMConfig, vllm)  # run-time, not part of the trained policy
+        # an engine woken on the sampling thread would read the trainer's weights (sleep level 2) mid-update
+        require(not (sample_during_update and sampler == "vllm" and self.vllm_config.enable_sleep_mode is not False),
+                "model.vllm.enable_sleep_mode", "false with model.sample_during_update (the engine samples beside "
+                "the update, awake)", self.vllm_config.enable_sleep_mode)
         check_policy(self.turns, self.policy_config, sampler, self.vllm_config)
         self.render_pool_size, self.render_config = render_pool_size, as_config(RenderConfig, render)
         self.predict_generations, self.predict_dir = predict_generations, predict_dir
@@ -174,8 +189,13 @@ class GRPOModule(pl.LightningModule):
                 self.processor = load_processor(self.policy_config, self.tokenizer)
         if self.sampler is None:  # built again after a teardown closed it
             self.sampler = build_sampler(self.sampling_config, self.policy_model, self.tokenizer, self.sampler_backend,
-                                         self.vllm_config, self.grpo_config.num_iterations > 1 or self.max_staleness > 0,
+                                         self.vllm_config, self.needs_sampler_logps(),
                                          self.processor, threads=self.threads.sampling)
+
+    def needs_sampler_logps(self) -> bool:
+        """Whether each batch comes with the policy's log-probs from the sampler: a batch used for several optimizer
+        steps or sampled ahead needs them, unless it is sampled beside the update (they are computed here then)."""
+        return (self.grpo_config.num_iterations > 1 or self.max_staleness > 0) and self.adapter_versions is None
 
     def on_fit_start(self) -> None:
         if self.grpo_config.num_generations % self.trainer.world_size:
@@ -247,6 +267,7 @@ class GRPOModule(pl.LightningModule):
         advantages, stats = self.advantages(group_rewards, len(prompts))
         with timeline.span("update") as update:
             metrics = self.update(batch, advantages, skip=bool(torch.isnan(group_rewards).all()))
+        self.pipeline.wait_sampled()  # the engine takes new weights once the batch it samples is done
         self.sampler.sync_weights(self.policy_model)
         end = timeline.now()
         phases = ["sampling", "render", *(f"score_{t.name}" for t in self.reward_mix.terms), "update"]
@@ -263,16 +284,32 @@ class GRPOModule(pl.LightningModule):
         """This step's batch, scored: the one sampled ahead for these prompts, or one sampled now; then the
         batches `max_staleness` steps ahead are sampled, with the weights before this step's update."""
         n, version = self.grpo_config.num_generations // self.trainer.world_size, self.global_step
+        if self.adapter_versions is not None:
+            self.adapter_versions.save(version, self.policy_model)  # what this step's batches are sampled with
         job = self.pipeline.take(prompts, n, version, keep_logps=self.num_iterations > 1)
         index = self.global_step // self.num_iterations
         while len(self.pipeline.prefetched) < self.max_staleness:
             ahead = index + 1 + len(self.pipeline.prefetched)
             if 0 < self.trainer.max_steps <= ahead * self.num_iterations:
                 break  # past the run's last step
-            self.pipeline.prefetch(self.stream_prompts(ahead), n, version)
+            self.pipeline.prefetch(self.stream_prompts(ahead), n, version, beside=self.adapter_versions is not None)
+        if self.adapter_versions is not None:
+            self.old_logps(job, version)
         batch = job.result()
         batch.metrics["train/staleness"] = float(version - batch.policy_version)
         return self.counted(batch)
+
+    def old_logps(self, job: Job, version: int) -> None:
+        """A batch sampled beside an update: its policy's log-probs (`old_logps`), from one forward of the adapter it
+        was sampled with, while it renders and is scored; none on-policy with one optimizer step."""
+        job.sampled.wait()
+        batch = job.batch
+        if batch is None or (batch.policy_version == version and self.num_iterations == 1):
+            return
+        start = time.perf_counter()
+        with self.adapter_versions.applied(batch.policy_version, self.policy_model):
+            batch.old_logps = with_policy_logps(self.policy_model, batch.samples, self.sampling_config).logps
+        batch.metrics["time/old_logps_s"] = time.perf_counter() - start
 
     def stream_prompts(self, batch_index: int) -> list[Prompt]:
         datamodule = self.trainer.datamodule

@@ -6,6 +6,12 @@ scores run on the rollout pipeline's event loop while this step waits for its ow
 policy is only ever used on the main thread, one thing at a time: sampling and the update never share the
 weights or the accelerator. A prefetched batch is k optimizer steps behind the update that uses it, and
 carries the sampler's log-probs as the old policy (`RolloutBatch.old_logps`).
+
+With `GRPOModule.sample_during_update` the batch ahead is sampled on the pipeline's sampling thread by an engine of
+its own (vLLM) while the main thread updates, and the weights go to the engine once both are done: the step is
+about max(sampling, render + score + update) instead of sampling + update. The engine then computes no policy
+log-probs (the policy is being updated): the main thread runs that forward with the adapter the batch was sampled
+with (`AdapterVersions`), while the batch renders and is scored.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections.abc import Hashable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_all
 from contextlib import contextmanager
+
+import torch
 
 
 class Timeline:
@@ -114,6 +122,34 @@ class PrefetchQueue:
         """Wait for the jobs in flight and drop them (at teardown: their renders use the pool being closed)."""
         self.wait()
         self.pending.clear()
+
+
+class AdapterVersions:
+    """The trainable weights (the adapter) of the last `keep` policy versions, kept where they live, so a batch sampled
+    by a version the update has since changed can be scored by it (`applied`)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.saved: dict[int, dict[str, torch.Tensor]] = {}
+
+    def save(self, version: int, model: torch.nn.Module) -> None:
+        self.saved.setdefault(version, {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+        for old in sorted(self.saved)[:-self.keep]:
+            del self.saved[old]
+
+    @contextmanager
+    def applied(self, version: int, model: torch.nn.Module):
+        """The model with `version`'s adapter in place of its own, which is put back after."""
+        params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        own = {n: p.detach().clone() for n, p in params.items()}
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(self.saved[version][n])
+            try:
+                yield model
+            finally:
+                for n, p in params.items():
+                    p.copy_(own[n])
 
 
 def stage_times(metrics: dict[str, float]) -> dict[str, float]:

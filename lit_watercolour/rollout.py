@@ -10,7 +10,9 @@ gate rejects is never rendered. Scoring overlaps rendering: a streaming reward t
 starts on each row as soon as it is gated. Concurrency is one event loop (the render pool's pages, every
 HTTP scorer's calls and an HTTP sampler's requests, on one thread) and a small pool of worker threads for CPU and torch work (the gate's
 parse, image statistics, HPSv3); the policy itself is used only on the caller's thread. The batches sampled
-ahead (`GRPOModule.max_staleness`) wait in the pipeline's `PrefetchQueue`. Two turns (`lit_watercolour.turns`):
+ahead (`GRPOModule.max_staleness`) wait in the pipeline's `PrefetchQueue`; a sampler whose engine runs apart from
+the policy (vLLM) may sample them on the pipeline's sampling thread, beside the caller's update
+(`GRPOModule.sample_during_update`). Two turns (`lit_watercolour.turns`):
 once the first sketches are rendered and gated, each row's conversation goes on with its feedback and the
 policy samples the revisions, which render as above; both turns are scored.
 """
@@ -51,6 +53,25 @@ if TYPE_CHECKING:
 WORKERS = 2  # CPU work per row is milliseconds and mostly releases the GIL (numpy, PNG decoding)
 
 
+class Job(Future):
+    """A batch in flight: resolves to the scored `RolloutBatch`; `sampled` is set once its completions are in, with the
+    batch as sampled, not yet scored, in `batch` (None where sampling failed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sampled = threading.Event()
+        self.batch: RolloutBatch | None = None
+
+    def follow(self, scored: Future) -> None:
+        """Resolve as `scored` did."""
+        if scored.cancelled():
+            self.cancel()
+        elif scored.exception() is not None:
+            self.set_exception(scored.exception())
+        else:
+            self.set_result(scored.result())
+
+
 class RolloutPipeline:
     """Samples, renders, gates and scores batches. `rewards`: the mix (None: nothing is scored, as in
     predict). `render`, `pool_size`: how each sketch renders and how many Chromium pages render at once.
@@ -78,8 +99,9 @@ class RolloutPipeline:
         if hasattr(sampler, "loop"):  # an HTTP sampler (vllm-server): its requests go on this loop too
             sampler.loop = self.loop
         # a thread starts on CUDA device 0: a term's "cuda" must be its rank's GPU
-        self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="rollout-work",
-                                       initializer=torch.cuda.set_device if cuda else None, initargs=(cuda,) if cuda else ())
+        on_device = dict(initializer=torch.cuda.set_device if cuda else None, initargs=(cuda,) if cuda else ())
+        self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="rollout-work", **on_device)
+        self.sampling = ThreadPoolExecutor(1, thread_name_prefix="rollout-sampling", **on_device)  # `prefetch(beside=True)`
         try:
             self.pool = self.call(self.open_pool(pool_size, render)).result()
         except BaseException:
@@ -97,24 +119,38 @@ class RolloutPipeline:
 
     # --- a batch ---------------------------------------------------------------------------------
 
-    def submit(self, prompts: list[Prompt], n: int, policy_version: int = 0, keep_logps: bool = False) -> Future[RolloutBatch]:
-        """Sample n completions of each prompt here, now (with two turns, their revisions too); the future holds
+    def submit(self, prompts: list[Prompt], n: int, policy_version: int = 0, keep_logps: bool = False) -> Job:
+        """Sample n completions of each prompt here, now (with two turns, their revisions too); the job holds
         the batch once its renders, gate and scores are in. `keep_logps`: the batch keeps the sampler's
-        log-probs as `old_logps`."""
-        self.generator.manual_seed(group_seed(prompts[0].seed, self.rank))
-        samples, rollouts, rows, sampling = self.sample_turn(
-            [p.text for p in prompts], n,
-            lambda row, text: Rollout(prompt=prompts[row // n].subject, completion=text, group=row // n,
-                                      seed=prompts[row // n].seed))
-        first, first_scored = None, None
-        if self.turns.turns == 2:
-            first = RolloutBatch(samples, rollouts, {}, policy_version)
-            first_scored = self.call(self.score_batch(first, rows))
-            samples, rollouts, rows, sampling = self.revise(first, rows, first_scored)
-        batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
-                                                 "time/at/sampling_end_s": sampling[2]}, policy_version,
-                             samples.logps if keep_logps else None, turn1=first)
-        return self.call(self.finish(batch, rows, first_scored))
+        log-probs as `old_logps`. A sampling failure raises here."""
+        job = Job()
+        self.run_job(job, prompts, n, policy_version, keep_logps)
+        if job.batch is None:
+            job.result()
+        return job
+
+    def run_job(self, job: Job, prompts: list[Prompt], n: int, policy_version: int, keep_logps: bool) -> None:
+        """Sample into `job` (`job.batch`, then `job.sampled`), then leave its scoring to the loop, which resolves it."""
+        try:
+            self.generator.manual_seed(group_seed(prompts[0].seed, self.rank))
+            samples, rollouts, rows, sampling = self.sample_turn(
+                [p.text for p in prompts], n,
+                lambda row, text: Rollout(prompt=prompts[row // n].subject, completion=text, group=row // n,
+                                          seed=prompts[row // n].seed))
+            first, first_scored = None, None
+            if self.turns.turns == 2:
+                first = RolloutBatch(samples, rollouts, {}, policy_version)
+                first_scored = self.call(self.score_batch(first, rows))
+                samples, rollouts, rows, sampling = self.revise(first, rows, first_scored)
+            job.batch = RolloutBatch(samples, rollouts, {"time/at/sampling_start_s": sampling[1],
+                                                         "time/at/sampling_end_s": sampling[2]}, policy_version,
+                                     samples.logps if keep_logps else None, turn1=first)
+        except BaseException as e:
+            job.set_exception(e)
+            return
+        finally:
+            job.sampled.set()
+        self.call(self.finish(job.batch, rows, first_scored)).add_done_callback(job.follow)
 
     def sample_turn(self, prompts: list[PromptInput], n: int, new_rollout: Callable[[int, str], Rollout]
                     ) -> tuple[SampleBatch, list[Rollout], dict[int, Future], tuple]:
@@ -244,19 +280,34 @@ class RolloutPipeline:
 
     # --- batches sampled ahead -------------------------------------------------------------------
 
-    def take(self, prompts: list[Prompt], n: int, policy_version: int, keep_logps: bool) -> Future[RolloutBatch]:
+    def take(self, prompts: list[Prompt], n: int, policy_version: int, keep_logps: bool) -> Job:
         """The batch sampled ahead for these prompts, or, when none was (a run's first step, another order
         of prompts), one sampled now."""
         job = self.prefetched.take(prompt_key(prompts))
         return job if job is not None else self.submit(prompts, n, policy_version, keep_logps)
 
-    def prefetch(self, prompts: list[Prompt], n: int, policy_version: int) -> None:
-        """Sample a later step's batch now; it keeps its log-probs (an older policy sampled it)."""
-        self.prefetched.put(prompt_key(prompts), self.submit(prompts, n, policy_version, keep_logps=True))
+    def prefetch(self, prompts: list[Prompt], n: int, policy_version: int, beside: bool = False) -> None:
+        """Sample a later step's batch: here, now; or, `beside`, on the pipeline's sampling thread while the caller
+        goes on (to its update: an engine of its own samples beside it). It keeps its log-probs (an older policy
+        sampled it)."""
+        if beside:
+            job = Job()
+            self.sampling.submit(self.run_job, job, prompts, n, policy_version, True)
+        else:
+            job = self.submit(prompts, n, policy_version, keep_logps=True)
+        self.prefetched.put(prompt_key(prompts), job)
+
+    def wait_sampled(self) -> None:
+        """Until every batch sampled ahead is sampled (its renders and scores may go on); a failed one raises here."""
+        for _, job in self.prefetched.pending:
+            job.sampled.wait()
+            if job.batch is None:
+                job.result()
 
     def close(self) -> None:
         """Wait for the batches in flight, then close the pool, the workers and the loop."""
         self.prefetched.drain()
+        self.sampling.shutdown()
         if getattr(self, "pool", None) is not None:
             self.call(self.pool.close()).result()
             self.pool = None

@@ -35,6 +35,8 @@ then a summary. `--max-minutes` starts no step that would end past that many min
     python scripts/rehearse_recipe.py --out $OUT/stale --max-staleness 1  # the same, step N+1 sampled before update N, rendered and scored during it
     python scripts/rehearse_recipe.py --policy-shapes recipe --steps 1 --completion-length 1024  # 35B-A3B shapes
     python scripts/rehearse_recipe.py --config configs/hibiscus_qwen3_4b.yaml --policy-shapes qwen3-4b  # the 4B recipe
+    python scripts/rehearse_recipe.py --config configs/hibiscus_qwen3_4b.yaml --policy-shapes qwen3-4b --max-staleness 1 \
+        --sample-during-update --vllm '{"enable_sleep_mode": false}'  # its engine sampling step N+1 during update N
     python scripts/rehearse_recipe.py --device cpu --tiny              # a CPU smoke run (~2 min on 2 cores)
     python scripts/rehearse_recipe.py --device cpu --tiny --policy-shapes recipe --sampler hf  # the recipe path, CPU sizes
     python scripts/rehearse_recipe.py --policy-shapes recipe --sampler vllm --steps 3  # H200: the colocated engine
@@ -123,6 +125,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help='VLLMConfig fields over the config\'s, as JSON, e.g. \'{"sleep_level": 2, "engine_kwargs": {"enforce_eager": true}}\'')
     ap.add_argument("--max-staleness", type=int, choices=[0, 1], default=0,
                     help="1: sample step N+1 before update N, render and score it during (model.max_staleness)")
+    ap.add_argument("--sample-during-update", action="store_true",
+                    help="with --max-staleness 1 and vllm: the engine samples step N+1 during update N (model.sample_during_update)")
     ap.add_argument("--turns", type=int, choices=[1, 2], default=1,
                     help="2: the policy revises each sketch after feedback on it, in the same conversation (model.turns)")
     ap.add_argument("--feedback", choices=["text", "image", "both"], default="text",
@@ -153,6 +157,7 @@ def recipe_overrides(cfg: dict, args: argparse.Namespace, judge_url: str) -> dic
                        "dtype": "float32" if args.tiny else model["policy"]["dtype"]}
     model["sampling"]["max_completion_length"] = args.completion_length or (32 if args.tiny else 2048)
     model["max_staleness"] = args.max_staleness
+    model["sample_during_update"] = args.sample_during_update
     model["turns"], model["feedback"] = args.turns, args.feedback
     model["sampler"] = sampler_backend(args, cfg)
     vllm = model.get("vllm") or {}

@@ -1,6 +1,7 @@
 """The overlapped step (`max_staleness=k`): truncated importance weights, the timeline's busy time, the
-prefetch queue, and real CPU runs (tiny Qwen3, real Chromium): step N+1 samples before update N begins,
-trains on the sampler's log-probs and resumes; the queue's edges (prompts that do not match, validation in a
+prefetch queue, the adapter versions, and real CPU runs (tiny Qwen3, real Chromium): step N+1 samples before update
+N begins, trains on the sampler's log-probs and resumes; step N+1 sampled during update N by a server over loopback
+HTTP, its old log-probs those of the adapter that sampled it; the queue's edges (prompts that do not match, validation in a
 stale run, staleness with num_iterations > 1, teardown with batches in flight); and stale runs learning no
 worse than on-policy ones."""
 
@@ -22,13 +23,16 @@ from lit_watercolour.callbacks.checkpoint import AdapterCheckpoint
 from lit_watercolour.callbacks.runlog import RolloutLogger
 from lit_watercolour.data import PromptDataModule
 from lit_watercolour.module import GRPOConfig, GRPOModule, OptimConfig
-from lit_watercolour.overlap import PrefetchQueue, Timeline, busy_idle_metrics, union_length
+from lit_watercolour import module as module_file
+from lit_watercolour.overlap import AdapterVersions, PrefetchQueue, Timeline, busy_idle_metrics, union_length
 from lit_watercolour.policy import PolicyConfig
 from lit_watercolour.rewards.gate_term import GateTerm
 from lit_watercolour.rewards.length import LengthTerm
-from lit_watercolour.sampling import SamplingConfig
+from lit_watercolour.sampling import SamplingConfig, VLLMConfig
+from completions_server import CompletionsServer
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from tiny_painter import SUBJECT, sketch_rows
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
 
@@ -84,6 +88,25 @@ def test_prefetch_queue_is_bounded_ordered_and_dropped_on_other_prompts():
         PrefetchQueue(0).put("step 2", done(2))  # on-policy: nothing is sampled ahead
     with pytest.raises(ValueError):
         PrefetchQueue(-1)
+
+
+def test_adapter_versions_apply_an_older_adapter_and_put_the_live_one_back():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+    model[0].requires_grad_(False)  # the frozen base: never kept
+    versions = AdapterVersions(keep=2)
+    x = torch.randn(4, 3)
+    before = model(x)
+    versions.save(0, model)
+    assert set(versions.saved[0]) == {"1.weight", "1.bias"}
+    with torch.no_grad():
+        model[1].weight.add_(1.0)  # an update
+    live = model[1].weight.clone()
+    with versions.applied(0, model):
+        torch.testing.assert_close(model(x), before)
+    assert torch.equal(model[1].weight, live) and model[1].weight.requires_grad
+    versions.save(1, model)
+    versions.save(2, model)
+    assert sorted(versions.saved) == [1, 2]  # the oldest dropped
 
 
 class Probe(pl.Callback):
@@ -154,6 +177,93 @@ def test_one_step_stale_run_overlaps_trains_on_sampler_logps_and_resumes(tmp_pat
         2: (1, 0.0), 3: (1, 1.0)}
     log_b = [json.loads(line) for line in (tmp_path / "b" / "rollouts.jsonl").read_text().splitlines()]
     assert {(r["step"], r["policy_version"]) for r in log_b} == {(2, 1), (3, 1)}
+
+
+class UpdateGatedServer(CompletionsServer):
+    """Answers its k-th completions request (0-based) only once k updates have begun: the batch a step samples ahead
+    is answered only while, or after, that step updates. A pipeline that samples it before the update would wait on
+    the update, which waits on it: the request fails (504) after 60 s."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.updates_begun, self.begun = 0, threading.Condition()
+
+    def update_begins(self) -> None:
+        with self.begun:
+            self.updates_begun += 1
+            self.begun.notify_all()
+
+    def complete(self, body):
+        k = len(self.completion_requests)
+        with self.begun:
+            if not self.begun.wait_for(lambda: self.updates_begun >= k, timeout=60):
+                return 504, {"error": f"request {k} was held for an update that never began"}
+        return super().complete(body)
+
+
+class BatchProbe(pl.Callback):
+    def __init__(self):
+        self.batches = {}
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.batches[trainer.global_step] = outputs["step"].batch
+
+
+def test_sample_during_update_samples_beside_the_update_with_the_old_adapters_logps(tmp_path, painter, monkeypatch):
+    """vllm-server with max_staleness 1 and sample_during_update: the batch of step k+1 is sampled while update k
+    runs (the server answers it only then), the weights go to the server after both, and the update of that batch
+    takes as its old policy one forward of the adapter that sampled it: the server's own log-probs, not the live
+    adapter's."""
+    tokenizer = AutoTokenizer.from_pretrained(painter)
+    base = AutoModelForCausalLM.from_pretrained(painter, torch_dtype=torch.float32)
+    old_logps = []
+    loss = grpo.grpo_loss
+    monkeypatch.setattr(grpo, "grpo_loss", lambda *a, **k: (old_logps.append(k["old_logps"]), loss(*a, **k))[1])
+    with UpdateGatedServer(base, tokenizer) as server:
+        update = module_file.policy_update
+        monkeypatch.setattr(module_file, "policy_update", lambda *a, **k: (server.update_begins(), update(*a, **k))[1])
+        pl.seed_everything(0)
+        module = GRPOModule(
+            policy=PolicyConfig(model=str(painter), dtype="float32", lora_r=8, lora_alpha=16),
+            sampling=SamplingConfig(max_completion_length=160), sampler="vllm-server",
+            vllm=VLLMConfig(base_url=server.base_url, adapter_dir=str(tmp_path / "adapters")),
+            grpo=GRPOConfig(num_generations=6, micro_batch_size=6, scale_rewards="none"), optim=OptimConfig(lr=5e-3),
+            render_pool_size=2, rewards=[GateTerm(), LengthTerm(min_tokens=10, full_tokens=120, max_tokens=1000)],
+            max_staleness=1, sample_during_update=True)
+        probe = BatchProbe()
+        trainer = pl.Trainer(max_steps=3, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                             callbacks=[probe], enable_progress_bar=False, enable_model_summary=False,
+                             limit_val_batches=0, num_sanity_val_steps=0)
+        trainer.fit(module, datamodule=PromptDataModule(subjects=[SUBJECT], seed=3))
+        policy = module.policy_model
+    assert len(server.completion_requests) == 3 and server.updates_begun == 3
+    batches = probe.batches
+    assert [batches[k].policy_version for k in (1, 2, 3)] == [0, 0, 1]
+    assert [batches[k].metrics["train/staleness"] for k in (1, 2, 3)] == [0.0, 1.0, 1.0]
+    assert [r["model"] for r in server.completion_requests] == ["policy-1", "policy-1", "policy-2"]
+    assert old_logps[0] is None and "time/old_logps_s" not in batches[1].metrics
+    for k, old in zip((2, 3), old_logps[1:], strict=True):
+        samples = batches[k].samples
+        assert samples.logps is None and batches[k].metrics["time/old_logps_s"] > 0  # no forward on the sampling thread
+        torch.testing.assert_close(old, samples.sampler_logps[:, : old.shape[1]], atol=2e-4, rtol=0)
+    # the live adapter (after update 3) gives other log-probs: the old ones came from the adapter that sampled
+    live = grpo_logps(policy, batches[3].samples)
+    assert (live - batches[3].old_logps).abs().max() > 1e-2
+    assert module.pipeline is None
+
+
+def grpo_logps(model, samples):
+    from lit_watercolour.sampling.base import with_policy_logps
+
+    return with_policy_logps(model, samples, SamplingConfig(max_completion_length=160)).logps
+
+
+def test_sample_during_update_needs_a_stale_engine_sampler_that_stays_awake():
+    for sampler, staleness in (("hf", 1), ("vllm", 0)):
+        with pytest.raises(ValueError, match="model.sample_during_update"):
+            GRPOModule(sampler=sampler, max_staleness=staleness, sample_during_update=True)
+    with pytest.raises(ValueError, match="model.vllm.enable_sleep_mode"):  # it would wake mid-update
+        GRPOModule(sampler="vllm", max_staleness=1, sample_during_update=True)
 
 
 class SharedRenders(pl.Callback):
@@ -323,4 +433,4 @@ def test_other_prompts_drop_the_queue_and_teardown_waits_for_batches_in_flight(p
     assert [(steps[k]["version"], steps[k]["metrics"]["train/staleness"]) for k in (1, 2, 3)] == [
         (0, 0.0), (1, 0.0), (1, 1.0)]
     assert module.pipeline is None
-    assert not [t.name for t in threading.enumerate() if t.name.startswith(("rollout-loop", "rollout-work"))]
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(("rollout-loop", "rollout-work", "rollout-sampling"))]

@@ -584,10 +584,11 @@ def test_vllm_sampler_merged_weights_leave_the_trainer_process_alone(vllm_policy
 
 @real_vllm
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("max_staleness", [0, 1])
-def test_fit_with_the_vllm_sampler(tmp_path, max_staleness):
-    """Each step syncs the adapter; with staleness 1 step 2's batch was sampled (before update 1) by the
-    engine still holding the first weights, and the update reads the trainer's log-probs taken then."""
+@pytest.mark.parametrize("max_staleness, during_update", [(0, False), (1, False), (1, True)])
+def test_fit_with_the_vllm_sampler(tmp_path, max_staleness, during_update):
+    """Each step syncs the adapter; with staleness 1 step 2's batch was sampled (before update 1, or during it on the
+    sampling thread) by the engine still holding the first weights, and the update reads the trainer's log-probs
+    taken then (during the update: from the first adapter, kept for it)."""
     run_dir = tmp_path / "run"
     engine = json.dumps(ENGINE_KWARGS)
     args = ["fit", "--model.sampler", "vllm", f"--model.vllm.engine_kwargs={engine}",
@@ -596,6 +597,8 @@ def test_fit_with_the_vllm_sampler(tmp_path, max_staleness):
             "--model.grpo.num_generations", "4", "--model.grpo.micro_batch_size", "4",
             "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run_dir), "--model.policy.model", str(POLICY),
             "--trainer.logger.init_args.save_dir", str(run_dir)]
+    if during_update:
+        args += ["--model.sample_during_update", "true", "--model.vllm.enable_sleep_mode", "false"]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     fit = subprocess.run([sys.executable, "-m", "lit_watercolour", *args], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=1100)
@@ -603,6 +606,8 @@ def test_fit_with_the_vllm_sampler(tmp_path, max_staleness):
     rows = list(csv.DictReader((run_dir / "default" / "version_0" / "metrics.csv").open()))
     assert len(rows) == 2
     assert [float(row["train/staleness"]) for row in rows] == [0.0, float(max_staleness)]
+    if during_update:  # no policy forward on the sampling thread: the stale batch's is taken on the main one
+        assert float(rows[1]["time/old_logps_s"]) > 0
     for row in rows[:1 + (1 - max_staleness)]:  # batches the live weights sampled
         # top_p 0.95: vLLM's nucleus log-probs sit above the trainer's by at most -ln 0.95
         assert 0.0 < float(row["sampling/logp_diff_mean"]) < 0.0513

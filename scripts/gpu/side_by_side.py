@@ -14,8 +14,9 @@ its own time limit; a section's output goes to $OUT/<section>.log (or --out) as 
   4b-sampler   bench_sampler.py --preset qwen3-4b --backends vllm: the landed engine (LoRA served, max_lora_rank 64,
                sleep level 1) against merged weights with sleep level 2, each engine with the same bounded CUDA-graph sizes
   4b-lora16    the same with LoRA served at max_lora_rank 16 (the policy's rank)
-  4b-step      rehearse_recipe.py, the 4B recipe on vLLM with the candidate settings (--vllm-4b, default `AFTER_4B`),
-               staleness 1
+  4b-step      rehearse_recipe.py, the 4B recipe on vLLM, staleness 1: the shipped config (before), then the engine
+               sampling the next batch during the update (`--sample-during-update`) with --vllm-4b over the config's
+               (default `AFTER_4B`: awake throughout)
 
     python scripts/gpu/side_by_side.py --sections moe-grads moe-update moe-decode
     python scripts/gpu/side_by_side.py --sections 4b-sampler 4b-step
@@ -32,10 +33,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# the 4B sampler's candidate settings: the adapter folded into the engine's weights (no LoRA kernels in decoding),
-# the weights dropped while asleep and the trainer's loaded on waking, CUDA graphs for the batch sizes a step uses
+# the 4B sampler's engine: CUDA graphs for the batch sizes a step uses
 BOUNDED_GRAPHS = {"max_num_seqs": 16, "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16]}}
-AFTER_4B = {"weight_sync": "merged", "sleep_level": 2, "max_lora_rank": 16, "engine_kwargs": BOUNDED_GRAPHS}
+# the 4B step's candidate, over the shipped config: the engine samples beside the update, so it never sleeps
+AFTER_4B = {"enable_sleep_mode": False}
 
 
 def run(name: str, command: list[str], out: Path, limit_s: float) -> list[dict]:
@@ -130,7 +131,6 @@ def moe_grads(out: Path, limit_s: float) -> list[dict]:
 
 def sections(args) -> dict:
     py = sys.executable
-    vllm_after = json.dumps(args.vllm_4b)
     return {
         "moe-update": [py, "scripts/bench_step.py", "--preset", "qwen3.5-moe-3b", "--completion-length", "8192",
                        "--completions", "random", "--repeats", "2", "--impls", "lit_watercolour:fla=0", "lit_watercolour:fla=1", "--profile", "20"],
@@ -141,12 +141,12 @@ def sections(args) -> dict:
                        "--backends", "vllm", "--max-completion-length", "2048", "--min-tokens", "2048", "--repeats", "2",
                        "--enforce-eager", "false", "--engine-kwargs", json.dumps(BOUNDED_GRAPHS)],
         "4b-step": [py, "scripts/rehearse_recipe.py", "--config", "configs/hibiscus_qwen3_4b.yaml", "--policy-shapes",
-                    "qwen3-4b", "--sampler", "vllm", "--steps", "3", "--max-staleness", "1", "--vllm", vllm_after,
-                    "--out", str(args.out / "rehearsal_4b"), "--max-minutes", str(args.limit_s / 60 - 0.5)],
+                    "qwen3-4b", "--sampler", "vllm", "--steps", str(args.steps_4b), "--max-staleness", "1",
+                    "--max-minutes", str(args.limit_s / 60 - 0.5)],
     }
 
 
-def summarise(name: str, lines: list[dict]) -> list[str]:
+def summarise(name: str, lines: list[dict], run_name: str = "") -> list[str]:
     """Table rows of one section's JSON lines."""
     rows = []
     for r in lines:
@@ -168,7 +168,7 @@ def summarise(name: str, lines: list[dict]) -> list[str]:
         elif name == "4b-step" and "summary" in r:
             mean = r["summary"]["mean_after_first"]
             picked = {k: v for k, v in mean.items() if k.startswith("time/") or k.startswith("memory/")}
-            rows.append(f"| 4b-step | after, mean of steps 2+ | | {json.dumps(picked)} | |")
+            rows.append(f"| 4b-step | {run_name}, mean of steps 2+ | | {json.dumps(picked)} | |")
     return rows
 
 
@@ -177,16 +177,26 @@ def main() -> None:
     ap.add_argument("--sections", nargs="+", default=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-step"],
                     choices=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-lora16", "4b-step"])
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "runs/side_by_side")))
-    ap.add_argument("--vllm-4b", type=json.loads, default=AFTER_4B, help="4b-step: VLLMConfig fields, as JSON")
+    ap.add_argument("--vllm-4b", type=json.loads, default=AFTER_4B,
+                    help="4b-step, after: VLLMConfig fields over the config's, as JSON")
+    ap.add_argument("--steps-4b", type=int, default=4, help="4b-step: optimizer steps of each run")
     ap.add_argument("--limit-s", type=float, default=280.0, help="seconds each section may run")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    commands, table = sections(args), []
+    commands, table, vllm_after = sections(args), [], json.dumps(args.vllm_4b)
     for name in args.sections:
         if name == "4b-sampler":  # before (the landed LoRA engine), then after (merged), each its own engine
             lines = run("4b-sampler-lora64", [*commands[name], "--max-lora-rank", "64"], args.out, args.limit_s)
             after = [*commands[name], "--weight-sync", "merged", "--sleep-level", "2"]
             lines += run("4b-sampler-merged", after, args.out, args.limit_s)
+        elif name == "4b-step":  # before (the shipped config), then after, each its own engine
+            lines = run("4b-step-shipped", [*commands[name], "--out", str(args.out / "rehearsal_4b_shipped")], args.out,
+                        args.limit_s)
+            table += summarise(name, lines, "before: shipped config")
+            lines = run("4b-step-during-update", [*commands[name], "--sample-during-update", "--vllm", vllm_after,
+                                                  "--out", str(args.out / "rehearsal_4b_during")], args.out, args.limit_s)
+            table += summarise(name, lines, "after: sampling during the update")
+            continue
         elif name == "4b-lora16":
             lines = run(name, commands["4b-sampler"], args.out, args.limit_s)
         elif name == "moe-grads":
