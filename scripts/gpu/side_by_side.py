@@ -165,11 +165,28 @@ def summarise(name: str, lines: list[dict], run_name: str = "") -> list[str]:
             phases = ", ".join(f"{k} {v}" for k, v in r.items() if k.endswith("_s") and k not in ("seconds", "tokens_per_s"))
             rows.append(f"| {name} | {r['backend']} r{r['repeat']} ({str(r.get('decode_path'))[:40]}) | {r['tokens_per_s']:.0f} "
                         f"tokens/s | {r['seconds']} s {phases} | |")
-        elif name == "4b-step" and "summary" in r:
-            mean = r["summary"]["mean_after_first"]
-            picked = {k: v for k, v in mean.items() if k.startswith("time/") or k.startswith("memory/")}
-            rows.append(f"| 4b-step | {run_name}, mean of steps 2+ | | {json.dumps(picked)} | |")
+    if name == "4b-step":
+        rows += steady_steps(lines, run_name)
     return rows
+
+
+STEP_FIGURES = ("time/step_s", "time/sampling_s", "time/sampling_tokens_per_s", "time/update_s", "time/old_logps_s",
+                "time/render_wait_s", "time/scoring_s", "memory/peak_gib", "phase/generate_peak_gib")
+
+
+def steady_steps(lines: list[dict], run_name: str) -> list[str]:
+    """A rehearsal's steps between its first (compiling, on-policy) and its last (nothing sampled ahead): the
+    mean of each figure, and the wall time from the first step's update end to the last but one's."""
+    steps = [r for r in lines if "step" in r and "time/step_s" in r]
+    if len(steps) < 3:
+        return [f"| 4b-step | {run_name} | | {len(steps)} steps: too few for a steady one | |"]
+    steady = steps[1:-1]
+    mean = {k.removeprefix("time/"): round(sum(s.get(k, 0.0) for s in steady) / len(steady), 2)
+            for k in STEP_FIGURES if any(k in s for s in steady)}
+    wall = (steady[-1]["time/at/update_end_s"] - steps[0]["time/at/update_end_s"]) / len(steady)
+    return [f"| 4b-step | {run_name}: steps 2-{len(steps) - 1} | {mean.get('sampling_tokens_per_s', '')} tokens/s | "
+            f"{wall:.2f} s a step (update end to update end); means {json.dumps(mean)}; first step "
+            f"{steps[0]['time/step_s']:.1f} s | {mean.get('memory/peak_gib', '')} GiB |"]
 
 
 def main() -> None:
