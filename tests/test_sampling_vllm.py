@@ -28,6 +28,7 @@ from PIL import Image
 from completions_server import CompletionsServer
 from cpu_threads import one_thread  # noqa: F401  (fixture)
 from peft import PeftModel
+from transformers import AutoTokenizer
 
 from lit_watercolour.data import chat_prompt
 from lit_watercolour.adapter_merge import merged_weights
@@ -36,7 +37,7 @@ from lit_watercolour.vision import RowImage, image_inputs
 from lit_watercolour.sampling import SamplingConfig, VLLMConfig, build_sampler
 from lit_watercolour.sampling.base import Completion, ImagePrompt, pack_batch, slot_token_ids
 from lit_watercolour.sampling.vllm import engine_arguments, installed_gdn_prefill_backend
-from lit_watercolour.sampling.vllm_weights import AdapterSnapshots, base_model_path, checkpoint_weights
+from lit_watercolour.sampling.vllm_weights import AdapterSnapshots, base_model_path, checkpoint_weights, engine_folder
 from lit_watercolour.offline.tiny_models import build_tiny_model, save_tiny_policy
 from lit_watercolour.turns import SHOWN, Conversation, join_turns
 
@@ -232,6 +233,21 @@ def test_checkpoint_weights_are_the_checkpoint_the_policy_was_saved_as(qwen35_mo
 
 
 # --- what a sync sends --------------------------------------------------------------------------
+
+
+def test_engine_folder_is_one_path_per_policy_and_holds_what_an_engine_reads(policy, tmp_path):
+    """vLLM's compile cache is keyed by the model's path among the rest: the same policy must get the same folder
+    each run (a fresh temporary folder recompiled every start), another policy another one."""
+    model, tokenizer = policy
+    first = engine_folder(model, tokenizer, str(tmp_path))
+    again = engine_folder(model, tokenizer, str(tmp_path))  # a later run: the same bytes, already in place
+    assert first == again and sorted(p.name for p in tmp_path.iterdir()) == [Path(first).name]  # no staging left
+    saved = json.loads((Path(first) / "config.json").read_text())
+    assert saved["architectures"] == ["Qwen3ForCausalLM"] and not list(Path(first).glob("*.safetensors"))
+    assert AutoTokenizer.from_pretrained(first)("a fox").input_ids == tokenizer("a fox").input_ids
+    other, _ = load_policy(PolicyConfig(tiny="qwen3", tiny_config={"num_layers": 3}, dtype="float32", lora_r=4,
+                                        gradient_checkpointing=False))
+    assert engine_folder(other, tokenizer, str(tmp_path)) != first
 
 
 def test_adapter_snapshots_fresh_ids_folders_and_pruning(policy, tmp_path):

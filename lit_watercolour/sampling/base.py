@@ -95,6 +95,9 @@ class VLLMConfig:
     engine_kwargs: dict | None = None
     """vllm: further `vllm.LLM` arguments, which win over the ones above, e.g. {enforce_eager: true,
     kv_cache_memory_bytes: 268435456}."""
+    engine_folders: str = "~/.cache/lit_watercolour/vllm_engines"
+    """vllm: where the engine's folder (the policy's config and tokenizer, no weights) is kept between runs, named by
+    its contents: one path per policy, so vLLM's compile cache serves later starts."""
     adapter_dir: str | None = None
     """Both: adapters are saved here each sync (the server must read it); None: a temporary folder."""
     keep_adapters: int = 2

@@ -9,7 +9,8 @@ with `need_logps`).
 
 Weights: the engine starts with placeholder weights (`load_format="dummy"`) and takes every
 weight from the trainer's policy through its worker (`vllm_weights`: the adapter snapshots, the engine's folder,
-the weights as the checkpoint names them), so sampler and trainer are one policy, random-init stand-ins included;
+kept between runs under a name from its contents so vLLM's compile cache serves the next start, the weights as the
+checkpoint names them), so sampler and trainer are one policy, random-init stand-ins included;
 a trainer LoRA target the engine has no LoRA layer for is refused at start-up. `weight_sync="merged"` pushes the
 weights with the adapter folded in instead, for models whose LoRA vLLM cannot serve.
 
@@ -30,11 +31,9 @@ batch, apart per DDP rank), so a batch's seed samples the same completions again
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -62,7 +61,7 @@ from lit_watercolour.sampling.vllm_weights import (
     base_model,
     base_model_path,
     checkpoint_weights,
-    save_engine_folder,
+    engine_folder,
     weight_payload,
 )
 
@@ -193,8 +192,7 @@ class VLLMSampler(EngineSampler):
         base = base_model(model)
         self.skip_vision = vllm_config.language_model_only and hasattr(base.config, "vision_config")
         self.image_token_id = getattr(base.config, "image_token_id", None)
-        self._folder = tempfile.TemporaryDirectory(prefix="lit-watercolour-engine-")
-        path = (save_engine_folder(model, tokenizer, Path(self._folder.name), processor) if vllm_config.load_from_trainer
+        path = (engine_folder(model, tokenizer, vllm_config.engine_folders, processor) if vllm_config.load_from_trainer
                 else base_model_path(model))
         args = engine_arguments(path, base.config, next(model.parameters()).dtype, vllm_config, self.lora, self.sleep_mode)
         if shows_images_to_placeholders(vllm_config, base.config):
@@ -330,4 +328,3 @@ class VLLMSampler(EngineSampler):
             # past vLLM's 5 s grace for its worker, so the engine reaps it and frees its shared memory
             self.llm.llm_engine.engine_core.shutdown(timeout=15)
             self.llm = None
-        self._folder.cleanup()

@@ -10,6 +10,7 @@ CUDA IPC handles to the trainer's own tensors on a GPU (copied GPU to GPU), by v
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import shutil
 import tempfile
@@ -89,6 +90,25 @@ def save_engine_folder(model: torch.nn.Module, tokenizer, path: Path, processor=
     if processor is not None:
         processor.image_processor.save_pretrained(path)
     return str(path)
+
+
+def engine_folder(model: torch.nn.Module, tokenizer, root: str, processor=None) -> str:
+    """`save_engine_folder` under `root`, named by what it holds: the same policy gets the same folder every run, so
+    vLLM's compile cache, whose key holds the model's path, serves the next start. Saved aside and renamed into
+    place, so runs starting together each read a whole folder; a folder already there holds the same bytes."""
+    root_path = Path(root).expanduser()
+    root_path.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root_path))
+    save_engine_folder(model, tokenizer, staging, processor)
+    digest = hashlib.sha256()
+    for file in sorted(f for f in staging.rglob("*") if f.is_file()):
+        digest.update(file.relative_to(staging).as_posix().encode() + b"\0" + file.read_bytes())
+    folder = root_path / digest.hexdigest()[:20]
+    try:
+        staging.rename(folder)
+    except OSError:  # another run put it there first
+        shutil.rmtree(staging)
+    return str(folder)
 
 
 def base_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

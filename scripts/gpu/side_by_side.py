@@ -14,12 +14,15 @@ its own time limit; a section's output goes to $OUT/<section>.log (or --out) as 
   4b-sampler   bench_sampler.py --preset qwen3-4b --backends vllm: the landed engine (LoRA served, max_lora_rank 64,
                sleep level 1) against merged weights with sleep level 2, each engine with the same bounded CUDA-graph sizes
   4b-lora16    the same with LoRA served at max_lora_rank 16 (the policy's rank)
-  4b-step      rehearse_recipe.py, the 4B recipe on vLLM, staleness 1: the shipped config (before), then the engine
-               sampling the next batch during the update (`--sample-during-update`) with --vllm-4b over the config's
-               (default `AFTER_4B`: awake throughout)
+  4b-step      rehearse_recipe.py, the 4B recipe on vLLM, staleness 1, the shipped config (before)
+  4b-step-during  the same with the engine sampling the next batch during the update (`--sample-during-update`),
+               --vllm-4b over the config's (default `AFTER_4B`: awake throughout)
+On a fresh machine a 4B rehearsal of 5 steps takes 6-7 minutes (the engine's start, then the first update's
+compilation: docs/results.md, "Issue 50's third lease"): give each 4B section a call of its own, --limit-s 560.
 
     python scripts/gpu/side_by_side.py --sections moe-grads moe-update moe-decode
-    python scripts/gpu/side_by_side.py --sections 4b-sampler 4b-step
+    python scripts/gpu/side_by_side.py --sections 4b-step --limit-s 560          # then, on the warm machine:
+    python scripts/gpu/side_by_side.py --sections 4b-step-during --limit-s 560
 """
 
 from __future__ import annotations
@@ -192,7 +195,7 @@ def steady_steps(lines: list[dict], run_name: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sections", nargs="+", default=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-step"],
-                    choices=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-lora16", "4b-step"])
+                    choices=["moe-grads", "moe-update", "moe-decode", "4b-sampler", "4b-lora16", "4b-step", "4b-step-during"])
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "runs/side_by_side")))
     ap.add_argument("--vllm-4b", type=json.loads, default=AFTER_4B,
                     help="4b-step, after: VLLMConfig fields over the config's, as JSON")
@@ -206,13 +209,14 @@ def main() -> None:
             lines = run("4b-sampler-lora64", [*commands[name], "--max-lora-rank", "64"], args.out, args.limit_s)
             after = [*commands[name], "--weight-sync", "merged", "--sleep-level", "2"]
             lines += run("4b-sampler-merged", after, args.out, args.limit_s)
-        elif name == "4b-step":  # before (the shipped config), then after, each its own engine
-            lines = run("4b-step-shipped", [*commands[name], "--out", str(args.out / "rehearsal_4b_shipped")], args.out,
-                        args.limit_s)
+        elif name == "4b-step":
+            lines = run(name, [*commands[name], "--out", str(args.out / "rehearsal_4b_shipped")], args.out, args.limit_s)
             table += summarise(name, lines, "before: shipped config")
-            lines = run("4b-step-during-update", [*commands[name], "--sample-during-update", "--vllm", vllm_after,
-                                                  "--out", str(args.out / "rehearsal_4b_during")], args.out, args.limit_s)
-            table += summarise(name, lines, "after: sampling during the update")
+            continue
+        elif name == "4b-step-during":
+            lines = run(name, [*commands["4b-step"], "--sample-during-update", "--vllm", vllm_after,
+                               "--out", str(args.out / "rehearsal_4b_during")], args.out, args.limit_s)
+            table += summarise("4b-step", lines, "after: sampling during the update")
             continue
         elif name == "4b-lora16":
             lines = run(name, commands["4b-sampler"], args.out, args.limit_s)
