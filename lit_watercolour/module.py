@@ -110,9 +110,9 @@ class GRPOModule(pl.LightningModule):
             max_staleness: batches sampled ahead of the update (0: on-policy); the update of a batch sampled
                 ahead is that many optimizer steps behind the policy that sampled it.
             sample_during_update: max_staleness >= 1 with a vLLM sampler: the engine samples the batch ahead while
-                the trainer updates (on the pipeline's sampling thread), not before; the engine must fit beside the
-                update (its sleep mode, if on, only frees memory between batches). Its old-policy log-probs are one
-                forward of the adapter that sampled it, while it is scored (lit_watercolour/overlap.py).
+                the trainer updates (on the pipeline's sampling thread), not before; the engine stays awake beside
+                the update (vllm.enable_sleep_mode: false). Its old-policy log-probs are one forward of the adapter
+                that sampled it, while it is scored (lit_watercolour/overlap.py).
             turns: 1: one sketch per trajectory; 2: the sketch is rendered and fed back and the policy revises it
                 in the same conversation, the trajectory scored on the revision (lit_watercolour/turns.py).
             feedback: what turn 2 is shown: text (gate verdict, painted fraction, scorer parts), image (the render, to
